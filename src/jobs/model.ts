@@ -1,0 +1,136 @@
+/**
+ * The job model shared by every layer.
+ *
+ * A job moves through these statuses (API.md, "The job object"):
+ *
+ *   waiting    its dependencies are not all `completed` yet
+ *   scheduled  `runAt` is in the future (a delayed job)
+ *   queued     ready; waits for a free thread
+ *   running    an attempt executes under a lease
+ *   retrying   the last attempt failed; the next becomes ready at `runAt`
+ *   completed, failed, cancelled   terminal
+ *
+ * Times are epoch milliseconds inside the process; the HTTP layer renders them as
+ * RFC 3339 strings.
+ */
+
+export const JOB_STATUSES = [
+  'waiting',
+  'scheduled',
+  'queued',
+  'running',
+  'retrying',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+export const TERMINAL_STATUSES: readonly JobStatus[] = ['completed', 'failed', 'cancelled'];
+/** Statuses that count against the queue's capacity. */
+export const PENDING_STATUSES: readonly JobStatus[] = ['waiting', 'scheduled', 'queued', 'retrying'];
+
+export function isTerminal(status: JobStatus): boolean {
+  return status === 'completed' || status === 'failed' || status === 'cancelled';
+}
+
+export const MIN_PRIORITY = 0;
+export const MAX_PRIORITY = 9;
+export const PRIORITY_LEVELS = MAX_PRIORITY - MIN_PRIORITY + 1;
+
+export const JITTER_MODES = ['full', 'equal', 'none'] as const;
+export type Jitter = (typeof JITTER_MODES)[number];
+
+export interface Backoff {
+  initialMs: number;
+  factor: number;
+  maxMs: number;
+  jitter: Jitter;
+}
+
+export const JOB_ERROR_CODES = [
+  'handler_error',
+  'timeout',
+  'worker_crashed',
+  'interrupted',
+  'dependency_failed',
+  'cancelled',
+  'evicted',
+] as const;
+export type JobErrorCode = (typeof JOB_ERROR_CODES)[number];
+
+export interface JobError {
+  code: JobErrorCode;
+  message: string;
+  /** The attempt that failed; 0 when no attempt ran (cancelled while queued, dependency failed). */
+  attempt: number;
+}
+
+export interface Progress {
+  percent: number;
+  message: string | null;
+}
+
+export interface Job {
+  id: string;
+  type: string;
+  status: JobStatus;
+  priority: number;
+  payload: unknown;
+  result: unknown;
+  error: JobError | null;
+  attempts: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  backoff: Backoff;
+  progress: Progress | null;
+  idempotencyKey: string | null;
+  dependsOn: string[];
+  metadata: Record<string, unknown>;
+  /** When a `scheduled` or `retrying` job becomes ready; otherwise null. */
+  runAt: number | null;
+  createdAt: number;
+  /** When the latest attempt started. */
+  startedAt: number | null;
+  finishedAt: number | null;
+  /** Internal: when the job last became `queued` (orders FIFO, measures wait time). */
+  readyAt: number | null;
+}
+
+/** What a list page holds: the job without its payload and result. */
+export type JobSummary = Omit<Job, 'payload' | 'result'>;
+
+/**
+ * A job as the scheduler hands it to the store: every default applied, batch refs
+ * resolved to ids. The store decides the initial status.
+ */
+export interface NewJob {
+  id: string;
+  type: string;
+  priority: number;
+  payload: unknown;
+  maxAttempts: number;
+  timeoutMs: number;
+  backoff: Backoff;
+  idempotencyKey: string | null;
+  dependsOn: string[];
+  metadata: Record<string, unknown>;
+  /** Not before this time; null for now. */
+  runAt: number | null;
+  createdAt: number;
+}
+
+/** A completed dependency, as a dependent's handler sees it in `ctx.parents`. */
+export interface ParentResult {
+  id: string;
+  type: string;
+  result: unknown;
+}
+
+/** What a job gets when neither the request nor its task says otherwise (API.md). */
+export const JOB_DEFAULTS = {
+  priority: 5,
+  maxAttempts: 3,
+  timeoutMs: 60_000,
+  backoff: { initialMs: 1000, factor: 2, maxMs: 300_000, jitter: 'full' } as Backoff,
+} as const;

@@ -1,0 +1,40 @@
+import type { ParentResult } from '../jobs/model.js';
+
+/**
+ * What crosses the thread boundary. Errors thrown in a thread lose their own
+ * properties on the way back, so the thread catches a handler's error itself and
+ * answers with a plain outcome; progress and abort notices travel on one
+ * BroadcastChannel per pool, never one channel per call.
+ */
+
+/** One attempt of one job, as the thread receives it. */
+export interface AttemptInput {
+  jobId: string;
+  type: string;
+  /** 1-based. */
+  attempt: number;
+  payload: unknown;
+  parents: ParentResult[];
+  timeoutMs: number;
+}
+
+export type AttemptResult =
+  | { ok: true; result: unknown }
+  | { ok: false; error: { name: string; message: string; retryable: boolean } };
+
+/** The message a pool task carries: one or more attempts, run in order in one thread. */
+export interface ThreadTask {
+  attempts: AttemptInput[];
+}
+
+export type ChannelMessage =
+  | { kind: 'progress'; jobId: string; attempt: number; percent: number; message: string | null }
+  /** Sent by the main thread just before it terminates a thread, so handlers that await see ctx.signal abort. */
+  | { kind: 'abort'; jobId: string; reason: string };
+
+/** The pool's workerData. */
+export interface ThreadData {
+  /** task name → file URL of the module whose default export is the task. */
+  modules: Record<string, string>;
+  channelName: string;
+}

@@ -1,0 +1,71 @@
+import type { Backoff, ParentResult } from '../jobs/model.js';
+
+/**
+ * The task module contract (DESIGN.md, "Tasks"): a module whose default export is a
+ * plain object of this shape. `schema` is any Standard Schema validator (zod 4,
+ * valibot, arktype, ...); it validates the payload at submission.
+ */
+export interface TaskDefinition<P = unknown, R = unknown> {
+  /** Unique; letters, digits, `.`, `_`, `-`. */
+  name: string;
+  description?: string;
+  schema?: StandardSchemaV1<unknown, P>;
+  defaults?: Partial<TaskDefaults>;
+  /** At most this many running at once, per process. */
+  concurrency?: number;
+  /** Token bucket: at most `max` starts per `perMs`. */
+  rateLimit?: { max: number; perMs: number };
+  handler(payload: P, ctx: TaskContext): R | Promise<R>;
+}
+
+export interface TaskDefaults {
+  priority: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  backoff: Backoff;
+}
+
+export interface TaskContext {
+  jobId: string;
+  /** 1-based. */
+  attempt: number;
+  /** Aborted on cancel or timeout, for handlers that await. */
+  signal: AbortSignal;
+  /** Report progress, 0..100; the latest report is stored on the job. */
+  progress(percent: number, message?: string): void;
+  /** The completed dependencies, in `dependsOn` order. */
+  parents: ParentResult[];
+}
+
+/** Only adds types: `export default defineTask({ ... })`. */
+export function defineTask<P, R>(task: TaskDefinition<P, R>): TaskDefinition<P, R> {
+  return task;
+}
+
+/** An error a handler throws to fail the job at once, without further attempts. */
+export class NonRetryableError extends Error {
+  readonly retryable = false;
+  constructor(message: string) {
+    super(message);
+    this.name = 'NonRetryableError';
+  }
+}
+
+/** The Standard Schema v1 interface (standardschema.dev), which zod 4 implements. */
+export interface StandardSchemaV1<Input = unknown, Output = Input> {
+  readonly '~standard': {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) => StandardSchemaResult<Output> | Promise<StandardSchemaResult<Output>>;
+    readonly types?: { readonly input: Input; readonly output: Output } | undefined;
+  };
+}
+
+export type StandardSchemaResult<Output> =
+  | { readonly value: Output; readonly issues?: undefined }
+  | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
+
+export interface StandardSchemaIssue {
+  readonly message: string;
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+}
