@@ -1,0 +1,272 @@
+import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { classifyRunFailure, type ProgressMessage, WorkerPool } from '../../src/workers/pool.js';
+import type { AttemptInput, AttemptResult } from '../../src/workers/protocol.js';
+import { loadTasks, type TaskRegistry } from '../../src/workers/registry.js';
+
+const fixturesDir = fileURLToPath(new URL('../../../test/fixtures/tasks/', import.meta.url));
+
+let registry: TaskRegistry;
+let nextId = 0;
+
+function attempt(type: string, payload: unknown = {}, extra: Partial<AttemptInput> = {}): AttemptInput {
+  nextId += 1;
+  return { jobId: `job-${nextId}`, type, attempt: 1, payload, parents: [], timeoutMs: 60_000, ...extra };
+}
+
+/** Progress reports by job id, so a test can wait for "the handler is running" without sleeping. */
+class ProgressLog extends EventEmitter {
+  readonly messages: ProgressMessage[] = [];
+  readonly record = (message: ProgressMessage): void => {
+    this.messages.push(message);
+    this.emit(message.jobId, message);
+  };
+  async next(jobId: string): Promise<ProgressMessage> {
+    const [message] = (await once(this, jobId)) as [ProgressMessage];
+    return message;
+  }
+}
+
+async function runOne(pool: WorkerPool, input: AttemptInput): Promise<AttemptResult> {
+  const [result] = await pool.run({ attempts: [input] }, new AbortController().signal);
+  assert.ok(result);
+  return result;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  assert.fail('expected a rejection');
+}
+
+before(async () => {
+  registry = await loadTasks({ tasksDir: fixturesDir });
+});
+
+describe('WorkerPool', () => {
+  let pool: WorkerPool;
+  const progress = new ProgressLog();
+
+  before(() => {
+    pool = new WorkerPool({ threads: 1, maxMemoryMb: 128, registry, onProgress: progress.record });
+    pool.start();
+    pool.start();
+  });
+  after(async () => {
+    await pool.close();
+    await pool.close();
+  });
+
+  test('runs a built-in task and several attempts in order', async () => {
+    const results = await pool.run(
+      { attempts: [attempt('math.primes', { limit: 100 }), attempt('noop', { echo: [1, 'two'] }), attempt('noop')] },
+      new AbortController().signal,
+    );
+    assert.deepEqual(results, [
+      { ok: true, result: { limit: 100, count: 25, largest: 97 } },
+      { ok: true, result: [1, 'two'] },
+      { ok: true, result: { ok: true } },
+    ]);
+    assert.equal(pool.threads, 1);
+    assert.equal(pool.liveThreads, 1);
+  });
+
+  test('a handler that throws fails the attempt, retryable', async () => {
+    assert.deepEqual(await runOne(pool, attempt('fixture.throws', { n: 1 })), {
+      ok: false,
+      error: { name: 'Error', message: 'boom 1', retryable: true },
+    });
+  });
+
+  test('an error with retryable = false keeps its name and is not retryable', async () => {
+    assert.deepEqual(await runOne(pool, attempt('fixture.throws', { kind: 'fatal', n: 2 })), {
+      ok: false,
+      error: { name: 'BadInputError', message: 'fatal 2', retryable: false },
+    });
+  });
+
+  test('a thrown non-Error becomes a message', async () => {
+    assert.deepEqual(await runOne(pool, attempt('fixture.throws', { kind: 'string', n: 3 })), {
+      ok: false,
+      error: { name: 'Error', message: 'plain string 3', retryable: true },
+    });
+  });
+
+  test('a payload the task schema rejects fails without retry', async () => {
+    const result = await runOne(pool, attempt('math.primes', { limit: 1 }));
+    assert.equal(result.ok, false);
+    assert.ok(!result.ok);
+    assert.equal(result.error.retryable, false);
+    assert.match(result.error.message, /payload\.limit/);
+  });
+
+  test('an unknown task type fails without retry', async () => {
+    const result = await runOne(pool, attempt('no.such.task'));
+    assert.deepEqual(result, {
+      ok: false,
+      error: { name: 'Error', message: 'unknown task type "no.such.task"', retryable: false },
+    });
+  });
+
+  test('process.exit in a handler rejects run(), is classified as a crash, and the pool recovers', async () => {
+    const signal = new AbortController().signal;
+    const err = await rejection(pool.run({ attempts: [attempt('fixture.exit', { code: 3 })] }, signal));
+    assert.match(String((err as Error).message), /worker exited with code: 3/);
+    assert.equal(classifyRunFailure(err, signal), 'crashed');
+    assert.deepEqual(await runOne(pool, attempt('noop')), { ok: true, result: { ok: true } });
+    assert.equal(pool.liveThreads, 1);
+  });
+
+  test('aborting the signal terminates a thread stuck in a synchronous loop', async () => {
+    const controller = new AbortController();
+    const input = attempt('fixture.block');
+    const running = pool.run({ attempts: [input] }, controller.signal);
+    const started = await progress.next(input.jobId);
+    assert.equal(started.message, 'blocking');
+    controller.abort(new Error('timeout'));
+    const err = await rejection(running);
+    assert.equal((err as Error).name, 'AbortError');
+    assert.equal(classifyRunFailure(err, controller.signal), 'aborted');
+    assert.deepEqual(await runOne(pool, attempt('noop')), { ok: true, result: { ok: true } });
+    assert.equal(pool.liveThreads, 1);
+  });
+
+  test('progress reports reach onProgress with the job id, clamped and coerced', async () => {
+    const input = attempt('fixture.progress', {}, { attempt: 2 });
+    const seen: ProgressMessage[] = [];
+    const listener = (message: ProgressMessage) => seen.push(message);
+    progress.on(input.jobId, listener);
+    const last = new Promise<void>((resolve) => {
+      progress.on(input.jobId, (message: ProgressMessage) => {
+        if (message.percent === 0) resolve();
+      });
+    });
+    assert.deepEqual(await runOne(pool, input), { ok: true, result: 'done' });
+    await last;
+    progress.removeAllListeners(input.jobId);
+    assert.deepEqual(
+      seen.map(({ kind, jobId, attempt, percent, message }) => ({ kind, jobId, attempt, percent, message })),
+      [
+        { kind: 'progress', jobId: input.jobId, attempt: 2, percent: 10, message: null },
+        { kind: 'progress', jobId: input.jobId, attempt: 2, percent: 50, message: 'half' },
+        { kind: 'progress', jobId: input.jobId, attempt: 2, percent: 100, message: '42' },
+        { kind: 'progress', jobId: input.jobId, attempt: 2, percent: 0, message: null },
+      ],
+    );
+  });
+
+  test('the handler sees jobId, attempt and parents', async () => {
+    const parents = [
+      { id: 'p1', type: 'math.primes', result: { count: 25 } },
+      { id: 'p2', type: 'noop', result: null },
+    ];
+    const input = attempt('fixture.context', { x: 1 }, { attempt: 3, parents });
+    assert.deepEqual(await runOne(pool, input), {
+      ok: true,
+      result: { jobId: input.jobId, attempt: 3, parents, payload: { x: 1 }, aborted: false },
+    });
+  });
+
+  test('notifyAbort aborts ctx.signal of a handler that awaits', async () => {
+    const input = attempt('fixture.await-abort');
+    const running = runOne(pool, input);
+    await progress.next(input.jobId);
+    pool.notifyAbort('some-other-job', 'not this one');
+    pool.notifyAbort(input.jobId, 'cancelled by client');
+    assert.deepEqual(await running, {
+      ok: true,
+      result: { aborted: true, reason: 'cancelled by client', name: 'AbortError' },
+    });
+  });
+
+  test('ctx.signal aborts when the attempt runs out of time', async () => {
+    const input = attempt('fixture.await-abort', {}, { timeoutMs: 20 });
+    assert.deepEqual(await runOne(pool, input), {
+      ok: true,
+      result: { aborted: true, reason: 'attempt timed out after 20 ms', name: 'AbortError' },
+    });
+  });
+
+  test('a result JSON cannot represent fails the attempt without retry', async () => {
+    for (const kind of ['function', 'bigint', 'cyclic']) {
+      const result = await runOne(pool, attempt('fixture.unserializable', { kind }));
+      assert.equal(result.ok, false, kind);
+      assert.ok(!result.ok);
+      assert.equal(result.error.name, 'TypeError');
+      assert.equal(result.error.retryable, false);
+      assert.match(result.error.message, /^result is not JSON-serializable: /);
+    }
+    assert.deepEqual(await runOne(pool, attempt('fixture.unserializable', { kind: 'undefined' })), {
+      ok: true,
+      result: null,
+    });
+  });
+
+  test('a signal aborted before run() rejects at once', async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const err = await rejection(pool.run({ attempts: [attempt('noop')] }, controller.signal));
+    assert.equal(classifyRunFailure(err, controller.signal), 'aborted');
+  });
+});
+
+describe('WorkerPool heap limit', () => {
+  test('a thread over its heap limit rejects its run() and is replaced', async () => {
+    const pool = new WorkerPool({ threads: 1, maxMemoryMb: 32, registry, onProgress: () => {} });
+    try {
+      const signal = new AbortController().signal;
+      const err = await rejection(pool.run({ attempts: [attempt('fixture.oom')] }, signal));
+      assert.match(String((err as Error).message), /memory/i);
+      assert.equal(classifyRunFailure(err, signal), 'crashed');
+      assert.deepEqual(await runOne(pool, attempt('math.primes', { limit: 100 })), {
+        ok: true,
+        result: { limit: 100, count: 25, largest: 97 },
+      });
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('WorkerPool life cycle', () => {
+  test('several pools in one process keep their progress apart; close rejects work in flight', async () => {
+    const first = new ProgressLog();
+    const second = new ProgressLog();
+    const a = new WorkerPool({ threads: 2, maxMemoryMb: 64, registry, onProgress: first.record });
+    const b = new WorkerPool({ threads: 1, maxMemoryMb: 64, registry, onProgress: second.record });
+    try {
+      assert.equal(a.threads, 2);
+      const input = attempt('fixture.progress');
+      const done = new Promise<void>((resolve) => {
+        first.on(input.jobId, (message: ProgressMessage) => {
+          if (message.percent === 0) resolve();
+        });
+      });
+      await runOne(a, input);
+      await done;
+      assert.equal(first.messages.length, 4);
+
+      const blocked = attempt('fixture.block');
+      const running = b.run({ attempts: [blocked] }, new AbortController().signal);
+      await second.next(blocked.jobId);
+      assert.equal(
+        first.messages.some((m) => m.jobId === blocked.jobId),
+        false,
+      );
+      const closed = rejection(running);
+      await b.close();
+      assert.match(String((await closed) as Error), /Terminating worker thread/);
+      assert.equal(b.liveThreads, 0);
+      await rejection(b.run({ attempts: [attempt('noop')] }, new AbortController().signal));
+      assert.throws(() => b.start(), /closed/);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
