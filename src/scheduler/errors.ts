@@ -1,0 +1,44 @@
+/**
+ * The errors the scheduler answers with. Each has a stable code; the HTTP layer maps
+ * codes to statuses and problem documents in one place (src/server/problems.ts).
+ */
+export const KILN_ERROR_CODES = [
+  'validation_error',
+  'unknown_task_type',
+  'unknown_dependency',
+  'not_found',
+  'idempotency_conflict',
+  'invalid_state',
+  'queue_full',
+  'shutting_down',
+] as const;
+export type KilnErrorCode = (typeof KILN_ERROR_CODES)[number];
+
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+export class KilnError extends Error {
+  readonly code: KilnErrorCode;
+  readonly issues: FieldIssue[];
+  /** For queue_full and shutting_down: when a client should try again, in seconds. */
+  readonly retryAfterSeconds: number | null;
+
+  constructor(
+    code: KilnErrorCode,
+    message: string,
+    options: { issues?: FieldIssue[]; retryAfterSeconds?: number } = {},
+  ) {
+    super(message);
+    this.name = 'KilnError';
+    this.code = code;
+    this.issues = options.issues ?? [];
+    this.retryAfterSeconds = options.retryAfterSeconds ?? null;
+  }
+}
+
+export function validationError(issues: FieldIssue[]): KilnError {
+  const detail = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+  return new KilnError('validation_error', detail, { issues });
+}

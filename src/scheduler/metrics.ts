@@ -1,0 +1,167 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../jobs/model.js';
+import type { QueueCounts } from '../store/store.js';
+
+export type AttemptMetricOutcome = 'success' | 'error' | 'timeout' | 'crash';
+
+export interface GaugeSource {
+  counts(): Promise<QueueCounts>;
+  capacity: number;
+  threads: { size: number; busy: number };
+}
+
+const RUN_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
+const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600];
+const GAUGE_STATUSES = JOB_STATUSES.filter((status) => status === 'running' || PENDING_STATUSES.includes(status));
+
+/**
+ * The Prometheus metrics of one Kiln instance, on a registry of its own (several
+ * instances may share a process in tests). Counters are bumped by the scheduler;
+ * gauges are read from the store and the pool when scraped.
+ */
+export class KilnMetrics {
+  readonly registry = new Registry();
+  readonly #submitted: Counter<'type'>;
+  readonly #finished: Counter<'type' | 'status'>;
+  readonly #attempts: Counter<'type' | 'outcome'>;
+  readonly #rejected: Counter<'reason'>;
+  readonly #wait: Histogram<'type'>;
+  readonly #run: Histogram<'type' | 'outcome'>;
+
+  constructor(source: GaugeSource) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    // These three are gauges named like counters, which `promtool check metrics` refuses.
+    for (const name of [
+      'nodejs_active_handles_total',
+      'nodejs_active_requests_total',
+      'nodejs_active_resources_total',
+    ]) {
+      this.registry.removeSingleMetric(name);
+    }
+    this.#submitted = new Counter({
+      name: 'kiln_jobs_submitted_total',
+      help: 'Jobs accepted, by task type.',
+      labelNames: ['type'],
+      registers,
+    });
+    this.#finished = new Counter({
+      name: 'kiln_jobs_finished_total',
+      help: 'Jobs that reached a terminal status.',
+      labelNames: ['type', 'status'],
+      registers,
+    });
+    this.#attempts = new Counter({
+      name: 'kiln_job_attempts_total',
+      help: 'Attempts that ended, by outcome.',
+      labelNames: ['type', 'outcome'],
+      registers,
+    });
+    this.#rejected = new Counter({
+      name: 'kiln_admission_rejected_total',
+      help: 'Submissions refused at admission.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.#wait = new Histogram({
+      name: 'kiln_job_wait_seconds',
+      help: 'Time from ready to started.',
+      labelNames: ['type'],
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    this.#run = new Histogram({
+      name: 'kiln_job_run_seconds',
+      help: 'Attempt run time, by outcome.',
+      labelNames: ['type', 'outcome'],
+      buckets: RUN_BUCKETS,
+      registers,
+    });
+    for (const reason of ['queue_full', 'shutting_down']) this.#rejected.inc({ reason }, 0);
+
+    // Gauges share one read of the counts per scrape.
+    let snapshot: Promise<QueueCounts> | null = null;
+    const counts = (): Promise<QueueCounts> => {
+      snapshot ??= source.counts().finally(() => {
+        setImmediate(() => {
+          snapshot = null;
+        });
+      });
+      return snapshot;
+    };
+    new Gauge({
+      name: 'kiln_queue_depth',
+      help: 'Queued jobs, by priority.',
+      labelNames: ['priority'],
+      registers,
+      async collect() {
+        const c = await counts();
+        for (const [priority, n] of c.queuedByPriority.entries()) this.set({ priority: String(priority) }, n);
+      },
+    });
+    new Gauge({
+      name: 'kiln_jobs',
+      help: 'Jobs in each non-terminal status.',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const c = await counts();
+        for (const status of GAUGE_STATUSES) this.set({ status }, c.byStatus[status as JobStatus]);
+      },
+    });
+    new Gauge({
+      name: 'kiln_queue_capacity',
+      help: 'Pending jobs admitted at most.',
+      registers,
+      collect() {
+        this.set(source.capacity);
+      },
+    });
+    new Gauge({
+      name: 'kiln_queue_oldest_age_seconds',
+      help: 'Age of the oldest queued job since it became ready; 0 when none is queued.',
+      registers,
+      async collect() {
+        const c = await counts();
+        this.set(c.oldestQueuedReadyAt === null ? 0 : Math.max(0, (Date.now() - c.oldestQueuedReadyAt) / 1000));
+      },
+    });
+    new Gauge({
+      name: 'kiln_pool_threads',
+      help: 'Worker threads in the pool.',
+      registers,
+      collect() {
+        this.set(source.threads.size);
+      },
+    });
+    new Gauge({
+      name: 'kiln_pool_busy_threads',
+      help: 'Worker threads running an attempt.',
+      registers,
+      collect() {
+        this.set(source.threads.busy);
+      },
+    });
+  }
+
+  submitted(type: string, n = 1): void {
+    this.#submitted.inc({ type }, n);
+  }
+
+  finished(type: string, status: 'completed' | 'failed' | 'cancelled'): void {
+    this.#finished.inc({ type, status });
+  }
+
+  attempt(type: string, outcome: AttemptMetricOutcome, seconds: number): void {
+    this.#attempts.inc({ type, outcome });
+    this.#run.observe({ type, outcome }, seconds);
+  }
+
+  waited(type: string, seconds: number): void {
+    this.#wait.observe({ type }, seconds);
+  }
+
+  rejected(reason: 'queue_full' | 'shutting_down'): void {
+    this.#rejected.inc({ reason });
+  }
+}

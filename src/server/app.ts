@@ -1,0 +1,149 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Socket } from 'node:net';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import type { TaskRegistry } from '../workers/registry.js';
+import { problem, problemFromError, sendProblem } from './problems.js';
+import { registerJobRoutes } from './routes/jobs.js';
+import { registerQueueRoutes } from './routes/queue.js';
+import { registerSystemRoutes } from './routes/system.js';
+
+export interface AppOptions {
+  scheduler: Scheduler;
+  registry: TaskRegistry;
+  apiTokens: string[];
+  maxBodyBytes: number;
+  /** Answers whether the store responds (for /ready). */
+  storeHealthy: () => Promise<boolean>;
+  logger?: FastifyBaseLogger;
+}
+
+export type KilnApp = FastifyInstance;
+
+/** The HTTP face of Kiln: routes, auth, problem documents and the OpenAPI document. */
+export async function buildApp(options: AppOptions): Promise<KilnApp> {
+  const app = Fastify({
+    ...(options.logger === undefined ? { logger: false } : { loggerInstance: options.logger }),
+    bodyLimit: options.maxBodyBytes,
+    // While draining, requests still get answers: submissions a 503 problem document.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
+    clientErrorHandler: answerClientError,
+    // Bad URL encoding and the like are answered here, before any route runs.
+    frameworkErrors: (error, request, reply) => {
+      const { body, headers } = problemFromError(error, request);
+      sendProblem(reply, body, headers);
+    },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  // Responses are plain data the handlers shape themselves; the zod response schemas
+  // document them in OpenAPI without costing a validation pass per answer.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+
+  // An action with an empty JSON body (POST /cancel with a Content-Type) is fine.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
+
+  // Bodies are JSON only: anything else is a 415.
+  app.removeContentTypeParser(['text/plain']);
+
+  app.setErrorHandler((error, request, reply) => {
+    const { body, headers } = problemFromError(error, request);
+    return sendProblem(reply, body, headers);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
+
+  if (options.apiTokens.length > 0) {
+    const digests = options.apiTokens.map((token) => sha256(token));
+    app.addHook('onRequest', async (request, reply) => {
+      const path = request.url;
+      if (!(path.startsWith('/v1/') || path === '/v1' || path.startsWith('/metrics'))) return;
+      const header = request.headers.authorization;
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+      const presented = match?.[1] === undefined ? null : sha256(match[1]);
+      let ok = false;
+      for (const digest of digests) {
+        if (presented !== null && timingSafeEqual(presented, digest)) ok = true;
+      }
+      if (!ok) {
+        return sendProblem(
+          reply,
+          problem(
+            'unauthorized',
+            header === undefined ? 'the request has no bearer token' : 'the bearer token is not valid',
+          ),
+          { 'www-authenticate': 'Bearer realm="kiln"' },
+        );
+      }
+    });
+  }
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Kiln',
+        description: 'A job queue service for CPU-bound work.',
+        version: '1.0.0',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: options.apiTokens.length > 0 ? [{ bearer: [] }] : [],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  registerJobRoutes(typed, options.scheduler);
+  registerQueueRoutes(typed, options.scheduler, options.registry);
+  registerSystemRoutes(typed, options);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.ready();
+  return app;
+}
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/** Malformed HTTP that never reaches a route still gets a problem document. */
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy(error);
+    return;
+  }
+  const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+  const body = JSON.stringify(
+    tooLarge
+      ? {
+          ...problem('validation_error', 'the request headers are too large'),
+          status: 431,
+          title: 'Request Header Fields Too Large',
+        }
+      : problem('validation_error', `the request is not valid HTTP (${error.code ?? 'malformed'})`),
+  );
+  const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  socket.end(
+    `HTTP/1.1 ${status}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

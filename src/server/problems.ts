@@ -1,0 +1,123 @@
+import { STATUS_CODES } from 'node:http';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { type FieldIssue, KilnError, type KilnErrorCode } from '../scheduler/errors.js';
+
+/**
+ * Every 4xx and 5xx answer is an RFC 9457 problem document with a stable `code`
+ * (API.md, "Errors"). This module is the one place that maps errors to them.
+ */
+
+export const PROBLEM_CODES = {
+  invalid_json: 400,
+  validation_error: 400,
+  unknown_task_type: 400,
+  unknown_dependency: 400,
+  unauthorized: 401,
+  not_found: 404,
+  idempotency_conflict: 409,
+  invalid_state: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  queue_full: 429,
+  shutting_down: 503,
+  internal_error: 500,
+} as const satisfies Record<KilnErrorCode | string, number>;
+export type ProblemCode = keyof typeof PROBLEM_CODES;
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: ProblemCode;
+  detail: string;
+  errors?: FieldIssue[];
+}
+
+export function problem(code: ProblemCode, detail: string, errors?: FieldIssue[]): Problem {
+  const status = PROBLEM_CODES[code];
+  const body: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code, detail };
+  if (errors !== undefined && errors.length > 0) body.errors = errors;
+  return body;
+}
+
+export function sendProblem(reply: FastifyReply, body: Problem, headers: Record<string, string> = {}): FastifyReply {
+  return reply.code(body.status).headers(headers).type('application/problem+json; charset=utf-8').send(body);
+}
+
+interface ValidationItem {
+  instancePath?: string;
+  message?: string;
+}
+
+function issuesFromValidation(error: FastifyError): FieldIssue[] {
+  const items = (error.validation ?? []) as ValidationItem[];
+  return items.map((item) => {
+    const path = (item.instancePath ?? '').replace(/^\//, '').split('/').filter(Boolean).join('.');
+    return { path: path === '' ? (error.validationContext ?? 'body') : path, message: item.message ?? 'is invalid' };
+  });
+}
+
+/** Fastify's own error codes that are the client's fault, and what they mean here. */
+const FRAMEWORK_CODES: Record<string, ProblemCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'validation_error',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
+  FST_ERR_BAD_URL: 'validation_error',
+  FST_ERR_ASYNC_CONSTRAINT: 'validation_error',
+};
+
+/** Turns any error into a problem document; never leaks a stack trace. */
+export function problemFromError(
+  error: unknown,
+  request: FastifyRequest,
+): { body: Problem; headers: Record<string, string> } {
+  if (error instanceof KilnError) {
+    const headers: Record<string, string> = {};
+    if (error.retryAfterSeconds !== null) headers['retry-after'] = String(error.retryAfterSeconds);
+    return { body: problem(error.code, error.message, error.issues), headers };
+  }
+  const fastifyError = error as FastifyError;
+  if (Array.isArray(fastifyError.validation)) {
+    const issues = issuesFromValidation(fastifyError);
+    const detail = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+    return { body: problem('validation_error', detail, issues), headers: {} };
+  }
+  const mapped = fastifyError.code === undefined ? undefined : FRAMEWORK_CODES[fastifyError.code];
+  if (mapped !== undefined) return { body: problem(mapped, describeFrameworkError(mapped, fastifyError)), headers: {} };
+  if (error instanceof SyntaxError || (fastifyError.statusCode === 400 && /JSON/i.test(fastifyError.message))) {
+    return { body: problem('invalid_json', `the body is not valid JSON: ${fastifyError.message}`), headers: {} };
+  }
+  const status = fastifyError.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code: ProblemCode =
+      status === 413
+        ? 'payload_too_large'
+        : status === 415
+          ? 'unsupported_media_type'
+          : status === 404
+            ? 'not_found'
+            : 'validation_error';
+    return {
+      body: { ...problem(code, fastifyError.message), status, title: STATUS_CODES[status] ?? 'Error' },
+      headers: {},
+    };
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return { body: problem('internal_error', 'an internal error occurred; it has been logged'), headers: {} };
+}
+
+function describeFrameworkError(code: ProblemCode, error: FastifyError): string {
+  switch (code) {
+    case 'unsupported_media_type':
+      return 'the body must be application/json';
+    case 'payload_too_large':
+      return `the body is larger than the limit: ${error.message}`;
+    case 'invalid_json':
+      return `the body is not valid JSON: ${error.message}`;
+    default:
+      return error.message;
+  }
+}

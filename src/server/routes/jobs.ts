@@ -1,0 +1,263 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { isTerminal, type Job } from '../../jobs/model.js';
+import { KilnError, validationError } from '../../scheduler/errors.js';
+import type { Scheduler, SubmitItem } from '../../scheduler/scheduler.js';
+import { renderJob, renderSummary } from '../render.js';
+import {
+  type BatchItem,
+  batchRequestSchema,
+  idempotencyHeaderSchema,
+  type JobRequest,
+  jobBatchResponseSchema,
+  jobListSchema,
+  jobParamsSchema,
+  jobRequestSchema,
+  jobSchema,
+  listQuerySchema,
+  problemSchema,
+  waitQuerySchema,
+} from '../schemas.js';
+import type { TypedApp } from '../typed-app.js';
+
+const problems = {
+  400: problemSchema,
+  401: problemSchema,
+  404: problemSchema,
+  409: problemSchema,
+  413: problemSchema,
+  415: problemSchema,
+  429: problemSchema,
+  503: problemSchema,
+};
+
+const SSE_KEEPALIVE_MS = 15_000;
+
+function toSubmitItem(body: JobRequest | BatchItem, idempotencyKey: string | undefined, path: string): SubmitItem {
+  const item: SubmitItem = { type: body.type };
+  if (body.payload !== undefined) item.payload = body.payload;
+  if (body.priority !== undefined) item.priority = body.priority;
+  if (body.maxAttempts !== undefined) item.maxAttempts = body.maxAttempts;
+  if (body.timeoutMs !== undefined) item.timeoutMs = body.timeoutMs;
+  if (body.backoff !== undefined) item.backoff = body.backoff;
+  if (body.runAt !== undefined) {
+    const runAt = Date.parse(body.runAt);
+    if (Number.isNaN(runAt)) throw validationError([{ path: `${path}runAt`, message: 'is not a valid time' }]);
+    item.runAt = runAt;
+  }
+  if (body.delayMs !== undefined) item.delayMs = body.delayMs;
+  if (idempotencyKey !== undefined) item.idempotencyKey = idempotencyKey;
+  if (body.dependsOn !== undefined) item.dependsOn = body.dependsOn;
+  if (body.metadata !== undefined) item.metadata = body.metadata;
+  if ('ref' in body && body.ref !== undefined) item.ref = body.ref;
+  return item;
+}
+
+export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
+  app.post(
+    '/v1/jobs',
+    {
+      schema: {
+        summary: 'Submit a job',
+        tags: ['jobs'],
+        body: jobRequestSchema,
+        headers: idempotencyHeaderSchema,
+        response: { 200: jobSchema, 201: jobSchema, ...problems },
+      },
+    },
+    async (request, reply) => {
+      const header = request.headers['idempotency-key'];
+      const field = request.body.idempotencyKey;
+      if (header !== undefined && field !== undefined && header !== field) {
+        throw validationError([
+          { path: 'idempotencyKey', message: 'differs from the Idempotency-Key header; give one or make them equal' },
+        ]);
+      }
+      const [submitted] = await scheduler.submit([toSubmitItem(request.body, field ?? header, '')], { batch: false });
+      if (submitted === undefined) throw new Error('submit answered no job');
+      return reply
+        .code(submitted.created ? 201 : 200)
+        .header('location', `/v1/jobs/${submitted.job.id}`)
+        .send(renderJob(submitted.job));
+    },
+  );
+
+  app.post(
+    '/v1/jobs/batch',
+    {
+      schema: {
+        summary: 'Submit up to 1000 jobs at once, all or nothing',
+        tags: ['jobs'],
+        body: batchRequestSchema,
+        response: { 201: jobBatchResponseSchema, ...problems },
+      },
+    },
+    async (request, reply) => {
+      const items = request.body.jobs.map((job, index) => toSubmitItem(job, job.idempotencyKey, `jobs.${index}.`));
+      const submitted = await scheduler.submit(items, { batch: true });
+      return reply.code(201).send({ jobs: submitted.map((s) => renderJob(s.job)) });
+    },
+  );
+
+  app.get(
+    '/v1/jobs',
+    {
+      schema: {
+        summary: 'List jobs, newest first',
+        tags: ['jobs'],
+        querystring: listQuerySchema,
+        response: { 200: jobListSchema, ...problems },
+      },
+    },
+    async (request) => {
+      const { status, type, limit, cursor } = request.query;
+      const page = await scheduler.list({
+        limit,
+        ...(status === undefined ? {} : { statuses: status }),
+        ...(type === undefined ? {} : { type }),
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      return { jobs: page.jobs.map(renderSummary), nextCursor: page.nextCursor };
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id',
+    {
+      schema: {
+        summary: 'A job: status and result; ?wait= long-polls until it is finished',
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        querystring: waitQuerySchema,
+        response: { 200: jobSchema, ...problems },
+      },
+    },
+    async (request) => {
+      const waitMs = Math.round((request.query.wait ?? 0) * 1000);
+      const closed = new AbortController();
+      const onClose = () => closed.abort();
+      request.raw.once('close', onClose);
+      try {
+        const job = await scheduler.waitForTerminal(request.params.id, waitMs, closed.signal);
+        if (job === null) throw notFound(request.params.id);
+        return renderJob(job);
+      } finally {
+        request.raw.off('close', onClose);
+      }
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/events',
+    {
+      schema: {
+        summary: 'Server-Sent Events: the job now, then on every change, until it is finished',
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        response: { 200: z.string().describe('text/event-stream'), ...problems },
+      },
+    },
+    async (request, reply) => streamJobEvents(scheduler, request.params.id, request, reply),
+  );
+
+  app.post(
+    '/v1/jobs/:id/cancel',
+    {
+      schema: {
+        summary: 'Cancel a job that is not finished',
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        response: { 200: jobSchema, ...problems },
+      },
+    },
+    async (request) => renderJob(await scheduler.cancel(request.params.id)),
+  );
+
+  app.post(
+    '/v1/jobs/:id/retry',
+    {
+      schema: {
+        summary: 'Give a failed or cancelled job a fresh attempt budget',
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        response: { 200: jobSchema, ...problems },
+      },
+    },
+    async (request) => renderJob(await scheduler.retry(request.params.id)),
+  );
+
+  app.delete(
+    '/v1/jobs/:id',
+    {
+      schema: {
+        summary: "Remove a finished job's record",
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        response: { 204: z.null().describe('removed'), ...problems },
+      },
+    },
+    async (request, reply) => {
+      await scheduler.remove(request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+}
+
+function notFound(id: string): KilnError {
+  return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
+}
+
+async function streamJobEvents(
+  scheduler: Scheduler,
+  id: string,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  // Subscribe before reading, so no change between the read and the subscription is
+  // lost; changes seen before the first frame are only replayed if they end the job.
+  const early: Job[] = [];
+  let send: (job: Job) => void = (job) => {
+    early.push(job);
+  };
+  const unsubscribe = scheduler.events.subscribe(id, (job) => send(job));
+  let job: Job | null;
+  try {
+    job = await scheduler.get(id);
+  } catch (error) {
+    unsubscribe();
+    throw error;
+  }
+  if (job === null) {
+    unsubscribe();
+    throw notFound(id);
+  }
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  const keepalive = setInterval(() => raw.write(': keepalive\n\n'), SSE_KEEPALIVE_MS);
+  keepalive.unref();
+  const close = () => {
+    clearInterval(keepalive);
+    unsubscribe();
+    if (!raw.writableEnded) raw.end();
+  };
+  request.raw.once('close', close);
+  const write = (current: Job) => {
+    if (raw.writableEnded) return;
+    raw.write(`event: job\ndata: ${JSON.stringify(renderJob(current))}\n\n`);
+    if (isTerminal(current.status)) close();
+  };
+  write(job);
+  if (isTerminal(job.status)) return;
+  const ending = early.find((e) => isTerminal(e.status));
+  if (ending !== undefined) {
+    write(ending);
+    return;
+  }
+  send = write;
+}

@@ -1,0 +1,100 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../src/config.js';
+import type { Job } from '../../src/jobs/model.js';
+import { createKiln, type Kiln } from '../../src/kiln.js';
+
+/** The repository root, from dist/test/support/ or test/support/. */
+export const repoRoot = fileURLToPath(
+  new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url),
+);
+export const fixtureTasksDir = join(repoRoot, 'test', 'fixtures', 'kiln-tasks');
+
+export interface TestServer {
+  kiln: Kiln;
+  url: string;
+  request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<TestResponse>;
+  /** GET the job with ?wait= until it is terminal (long polling; no sleeps). */
+  waitForJob(id: string): Promise<Record<string, unknown>>;
+  /** Resolves when the job (watched in process) reaches `status`. */
+  whenStatus(id: string, status: Job['status']): Promise<Job>;
+  close(): Promise<void>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any; // JSON of any shape: the tests assert on it field by field
+  text: string;
+}
+
+/**
+ * A real Kiln on a real socket: memory store unless env says otherwise (`KILN_STORE:
+ * 'sqlite'` means a file in a fresh temp dir), the fixture tasks, silent logs.
+ */
+export async function startServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'kiln-test-'));
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    KILN_STORE: 'memory',
+    KILN_THREADS: '1',
+    KILN_TASKS_DIR: fixtureTasksDir,
+    KILN_SHUTDOWN_GRACE_MS: '2000',
+    LOG_LEVEL: 'silent',
+    ...env,
+    ...(env.KILN_STORE === 'sqlite' ? { KILN_STORE: `sqlite:${join(dataDir, 'kiln.db')}` } : {}),
+  });
+  const kiln = await createKiln(config);
+  const url = await kiln.listen();
+  const request = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const init: RequestInit = { method, headers: { ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${url}${path}`, init);
+    const text = await response.text();
+    let parsed: any = null; // JSON of any shape
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+    return { status: response.status, headers: response.headers, body: parsed, text };
+  };
+  return {
+    kiln,
+    url,
+    request,
+    async waitForJob(id) {
+      for (;;) {
+        const response = await request('GET', `/v1/jobs/${id}?wait=30`);
+        if (response.status !== 200) throw new Error(`GET job ${id}: ${response.status} ${response.text}`);
+        if (['completed', 'failed', 'cancelled'].includes(response.body.status)) return response.body;
+      }
+    },
+    whenStatus(id, status) {
+      return new Promise((resolve, reject) => {
+        const unsubscribe = kiln.scheduler.events.subscribe(id, (job) => {
+          if (job.status === status) {
+            unsubscribe();
+            resolve(job);
+          }
+        });
+        kiln.scheduler.get(id).then((job) => {
+          if (job?.status === status) {
+            unsubscribe();
+            resolve(job);
+          }
+        }, reject);
+      });
+    },
+    async close() {
+      await kiln.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
