@@ -1,0 +1,41 @@
+import { StoreError } from './errors.js';
+import { createMemoryStore } from './memory.js';
+import { SqliteStore } from './sqlite.js';
+import type { JobStore } from './store.js';
+
+export interface OpenStoreOptions {
+  /** Pending jobs admitted at most (KILN_MAX_QUEUED). */
+  capacity: number;
+  /** PRAGMA synchronous of the sqlite store (KILN_SQLITE_SYNC); ignored by the others. */
+  sqliteSync: 'full' | 'normal';
+}
+
+/** A store as opened: `recovered` counts jobs found running at open and made retrying or failed. */
+export type OpenedStore = JobStore & { readonly recovered: number };
+
+/**
+ * Opens the store a KILN_STORE value names: `memory`, `sqlite:<path>` (also
+ * `sqlite://<path>`), or `postgres://…` (not built yet).
+ */
+export async function openStore(url: string, options: OpenStoreOptions): Promise<OpenedStore> {
+  if (url === 'memory') return createMemoryStore({ capacity: options.capacity });
+  if (url.startsWith('sqlite:')) {
+    let path = url.slice('sqlite:'.length);
+    if (path.startsWith('//')) path = path.slice(2);
+    if (path.length === 0) {
+      throw new StoreError('invalid_store_url', 'KILN_STORE sqlite: needs a file path, e.g. sqlite:./data/kiln.db');
+    }
+    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync });
+  }
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    // The URL is not echoed: it may hold a password.
+    throw new StoreError(
+      'invalid_store_url',
+      'KILN_STORE names a PostgreSQL database, but PostgreSQL support is not built yet; use sqlite:<path> or memory',
+    );
+  }
+  throw new StoreError(
+    'invalid_store_url',
+    `KILN_STORE must be memory, sqlite:<path> or postgres://…, got "${url.length > 80 ? `${url.slice(0, 80)}…` : url}"`,
+  );
+}

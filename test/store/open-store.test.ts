@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { openStore } from '../../src/store/open-store.js';
+import { insertOne, mustGet } from './conformance.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'kiln-open-store-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('openStore', () => {
+  it('opens the memory store', async () => {
+    const store = await openStore('memory', { capacity: 5, sqliteSync: 'full' });
+    try {
+      const job = await insertOne(store);
+      assert.equal((await mustGet(store, job.id)).id, job.id);
+      assert.equal(store.recovered, 0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('opens a sqlite file from sqlite:<path> and sqlite://<path>', async () => {
+    for (const url of [`sqlite:${join(dir, 'a.db')}`, `sqlite://${join(dir, 'b.db')}`]) {
+      const store = await openStore(url, { capacity: 5, sqliteSync: 'normal' });
+      await store.close();
+    }
+    assert.ok(existsSync(join(dir, 'a.db')));
+    assert.ok(existsSync(join(dir, 'b.db')));
+  });
+
+  it('says PostgreSQL is not built yet, without echoing the URL', async () => {
+    await assert.rejects(openStore('postgres://kiln:s3cret@db/kiln', { capacity: 5, sqliteSync: 'full' }), (error) => {
+      assert.ok(error instanceof Error);
+      assert.match(error.message, /PostgreSQL support is not built yet/);
+      assert.doesNotMatch(error.message, /s3cret/);
+      return true;
+    });
+  });
+
+  it('rejects anything else with invalid_store_url', async () => {
+    for (const url of ['mysql://x', 'sqlite:', '']) {
+      await assert.rejects(openStore(url, { capacity: 5, sqliteSync: 'full' }), { code: 'invalid_store_url' });
+    }
+  });
+});
