@@ -81,6 +81,8 @@ export interface SqliteStoreOptions extends StoreOptions {
 const SCHEMA_VERSION = 1;
 /** Rows deleted per statement by purge, so one call never holds the event loop long. */
 const PURGE_CHUNK = 1000;
+/** Page cache per connection: the hot pages of jobs and its indexes stay in memory. */
+const CACHE_KIB = 64 * 1024;
 /** Dead index entries tolerated (beyond as many as live ones) before compaction. */
 const COMPACT_SLACK = 1024;
 
@@ -255,6 +257,8 @@ export class SqliteStore implements JobStore {
         db.pragma('journal_mode = WAL');
       }
       db.pragma(`synchronous = ${options.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+      db.pragma(`cache_size = -${CACHE_KIB}`);
+      db.pragma('temp_store = MEMORY');
       migrate(db, path);
       this.#db = db;
       this.#s = prepareStatements(db);

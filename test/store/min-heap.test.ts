@@ -40,18 +40,25 @@ describe('MinHeap', () => {
   it('sorts many random entries, interleaving pushes and pops', () => {
     const random = lcg(42);
     const heap = new MinHeap<number>((a, b) => a < b);
+    // Kept sorted, largest first, so the smallest is at the end.
     const model: number[] = [];
     for (let i = 0; i < 50_000; i++) {
       if (random() < 0.6 || model.length === 0) {
         const value = Math.floor(random() * 1_000_000);
         heap.push(value);
-        model.push(value);
+        let lo = 0;
+        let hi = model.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if ((model[mid] as number) > value) lo = mid + 1;
+          else hi = mid;
+        }
+        model.splice(lo, 0, value);
       } else {
-        model.sort((a, b) => b - a);
         assert.equal(heap.pop(), model.pop());
       }
     }
-    model.sort((a, b) => a - b);
+    model.reverse();
     const rest: number[] = [];
     for (let v = heap.pop(); v !== undefined; v = heap.pop()) rest.push(v);
     assert.deepEqual(rest, model);
