@@ -1,0 +1,129 @@
+/**
+ * Figure 1, CPU efficiency: 2,000 cpu.spin jobs of 5 ms (and of 1 ms) submitted over HTTP
+ * (POST /v1/jobs/batch, 100 jobs a request, 8 requests in flight), durable SQLite,
+ * KILN_THREADS = cores; jobs/s from the first request to the last completion as a
+ * percentage of ideal (cores ÷ single-thread task time, timed in the same run), next to
+ * raw piscina running the same handler on the same number of threads. Also the server's
+ * event-loop lag during the Kiln runs (figure 6). Nothing is pinned: the pool needs
+ * every core, and the load generator is idle once the jobs are in.
+ *
+ *   node bench/cpu-efficiency.mjs [--size tiny|full] [--runs N] [--cpu-prof]
+ */
+import { availableParallelism } from 'node:os';
+import { measureKilnRun, measurePiscinaRun, warmKiln } from './lib/measure.mjs';
+import { startKiln } from './lib/processes.mjs';
+import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+
+const NAME = 'cpu-efficiency';
+const TARGET_PERCENT = 95;
+
+await runBenchmark(NAME, async () => {
+  const options = benchOptions({ full: 3, tiny: 1 });
+  const cores = availableParallelism();
+  const count = options.tiny ? 100 : 2000;
+  const spins = [5, 1];
+  const parameters = {
+    count,
+    spinMs: spins,
+    threads: cores,
+    store: 'sqlite (KILN_SQLITE_SYNC=full)',
+    submission: 'POST /v1/jobs/batch, 100 jobs per request, 8 requests in flight',
+    pinning: 'none (the worker pool needs every core)',
+    runs: options.runs,
+  };
+  console.log(`${NAME}: ${count} cpu.spin jobs of ${spins.join(' and ')} ms, ${cores} threads, ${options.runs} run(s)`);
+
+  const runs = [];
+  for (let run = 1; run <= options.runs; run++) {
+    const server = await startKiln({ store: 'sqlite', threads: cores, cpuProf: options.cpuProf });
+    try {
+      let completed = await warmKiln(server, { type: 'cpu.spin', payload: { ms: 1 } }, cores * 2);
+      for (const ms of spins) {
+        const job = { type: 'cpu.spin', payload: { ms } };
+        const raw = await measurePiscinaRun({
+          task: 'cpu.spin',
+          payload: { ms },
+          count,
+          threads: cores,
+          singleThreadSamples: options.tiny ? 20 : Math.round(500 / ms),
+        });
+        const idealPerSecond = (cores / raw.singleThreadTaskMs) * 1000;
+        const kiln = await measureKilnRun(
+          server,
+          { total: count, job, mode: 'batch', batchSize: 100, concurrency: 8 },
+          { completedBefore: completed },
+        );
+        completed += count;
+        const record = {
+          run,
+          spinMs: ms,
+          singleThreadTaskMs: raw.singleThreadTaskMs,
+          idealPerSecond,
+          kiln: { ...kiln, percentOfIdeal: (kiln.jobsPerSecond / idealPerSecond) * 100 },
+          piscina: { ...raw, percentOfIdeal: (raw.jobsPerSecond / idealPerSecond) * 100 },
+          kilnToPiscina: kiln.jobsPerSecond / raw.jobsPerSecond,
+        };
+        runs.push(record);
+        console.log(
+          `  run ${run}, ${ms} ms: kiln ${record.kiln.percentOfIdeal.toFixed(1)} % of ideal, piscina ${record.piscina.percentOfIdeal.toFixed(1)} %, lag p99 ${kiln.eventLoopLag.p99Ms.toFixed(1)} ms`,
+        );
+      }
+    } finally {
+      await server.stop();
+    }
+  }
+
+  const figures = spins.map((ms) => {
+    const of = (pick) => summarize(runs.filter((r) => r.spinMs === ms).map(pick));
+    return {
+      spinMs: ms,
+      singleThreadTaskMs: of((r) => r.singleThreadTaskMs),
+      idealPerSecond: of((r) => r.idealPerSecond),
+      kilnPerSecond: of((r) => r.kiln.jobsPerSecond),
+      kilnPercentOfIdeal: of((r) => r.kiln.percentOfIdeal),
+      piscinaPerSecond: of((r) => r.piscina.jobsPerSecond),
+      piscinaPercentOfIdeal: of((r) => r.piscina.percentOfIdeal),
+      kilnToPiscina: of((r) => r.kilnToPiscina),
+      eventLoopLagP99Ms: of((r) => r.kiln.eventLoopLag.p99Ms),
+      eventLoopLagMaxMs: of((r) => r.kiln.eventLoopLag.maxMs),
+    };
+  });
+  printTable(
+    `CPU efficiency (${count} jobs, ${cores} threads; median (min–max) of ${options.runs} run(s))`,
+    [
+      'spin',
+      'task ms',
+      'ideal/s',
+      'kiln/s',
+      'kiln % ideal',
+      'piscina/s',
+      'piscina % ideal',
+      'kiln ÷ piscina',
+      'lag p99 ms',
+    ],
+    figures.map((f) => [
+      `${f.spinMs} ms`,
+      formatSummary(f.singleThreadTaskMs, 3),
+      formatSummary(f.idealPerSecond),
+      formatSummary(f.kilnPerSecond),
+      formatSummary(f.kilnPercentOfIdeal, 1, ' %'),
+      formatSummary(f.piscinaPerSecond),
+      formatSummary(f.piscinaPercentOfIdeal, 1, ' %'),
+      formatSummary(f.kilnToPiscina, 3),
+      formatSummary(f.eventLoopLagP99Ms, 1),
+    ]),
+  );
+  const five = figures.find((f) => f.spinMs === 5);
+  const met = five.kilnPercentOfIdeal.median >= TARGET_PERCENT;
+  console.log(
+    `target: 5 ms jobs at >= ${TARGET_PERCENT} % of ideal: ${met ? 'met' : 'MISSED'} (${five.kilnPercentOfIdeal.median.toFixed(1)} %)`,
+  );
+  const path = writeResult(NAME, {
+    size: options.size,
+    parameters,
+    target: { percentOfIdeal: TARGET_PERCENT, met },
+    figures,
+    runs,
+  });
+  console.log(`wrote ${path}`);
+});

@@ -1,0 +1,127 @@
+/**
+ * Figure 3, ingest: single-job POST /v1/jobs ({"type":"noop","payload":{}}) with dispatch
+ * paused, 100 connections, 10 s after a 1 s warm-up (autocannon in its own process):
+ * req/s and p99 latency of Kiln with the durable SQLite store and with the memory store,
+ * next to a raw fastify server that validates the same body with the same zod schemas
+ * and answers 201. With taskset, the load generator runs on core 0 and every server on
+ * the other cores, so the servers do not share a core with autocannon.
+ *
+ *   node bench/ingest.mjs [--size tiny|full] [--runs N] [--cpu-prof]
+ */
+import { join } from 'node:path';
+import { pauseQueue } from './lib/kiln-client.mjs';
+import { BENCH_DIR, pinning, runNodeJson, startKiln, startServerScript } from './lib/processes.mjs';
+import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+
+const NAME = 'ingest';
+const TARGET_RATIO = 0.7;
+const BODY = { type: 'noop', payload: {} };
+
+async function startSystem(system, cpus, options) {
+  if (system === 'raw') return startServerScript(join(BENCH_DIR, 'baseline', 'raw-fastify.mjs'), {}, { cpus });
+  const server = await startKiln({
+    store: system === 'kilnMemory' ? 'memory' : 'sqlite',
+    cpus,
+    cpuProf: options.cpuProf,
+    // Far more than 10 s of submissions can add, so no request is refused with 429.
+    env: { KILN_MAX_QUEUED: '50000000' },
+  });
+  await pauseQueue(server.url);
+  return server;
+}
+
+await runBenchmark(NAME, async () => {
+  const options = benchOptions({ full: 3, tiny: 1 });
+  const durationSeconds = options.tiny ? 1 : 10;
+  const warmupSeconds = options.tiny ? 0 : 1;
+  const pins = pinning();
+  const systems = ['raw', 'kilnSqlite', 'kilnMemory'];
+  const labels = { raw: 'raw fastify + zod', kilnSqlite: 'kiln, sqlite (sync=full)', kilnMemory: 'kiln, memory store' };
+  const parameters = {
+    body: BODY,
+    connections: 100,
+    durationSeconds,
+    warmupSeconds,
+    pinning:
+      pins === null
+        ? 'none (taskset unavailable or < 2 cores)'
+        : `load generator on CPU ${pins.load}, servers on CPU ${pins.server}`,
+    runs: options.runs,
+  };
+  console.log(
+    `${NAME}: POST /v1/jobs, 100 connections, ${durationSeconds} s, ${options.runs} run(s); ${parameters.pinning}`,
+  );
+
+  const runs = [];
+  for (let run = 1; run <= options.runs; run++) {
+    const record = { run };
+    for (const system of systems) {
+      const server = await startSystem(system, pins?.server ?? null, options);
+      try {
+        const result = await runNodeJson(
+          join(BENCH_DIR, 'load', 'autocannon.mjs'),
+          {
+            url: `${server.url}/v1/jobs`,
+            method: 'POST',
+            body: BODY,
+            connections: 100,
+            durationSeconds,
+            warmupSeconds,
+          },
+          { cpus: pins?.load ?? null, timeoutMs: (durationSeconds + warmupSeconds) * 1000 + 60_000 },
+        );
+        if (result.ok === 0 || result.non2xx > 0 || result.errors > 0) {
+          throw new Error(
+            `${labels[system]}: ${result.ok} answers 2xx, ${result.non2xx} non-2xx, ${result.errors} errors`,
+          );
+        }
+        record[system] = result;
+      } finally {
+        await server.stop();
+      }
+    }
+    record.sqliteToRaw = record.kilnSqlite.requestsPerSecond / record.raw.requestsPerSecond;
+    record.memoryToRaw = record.kilnMemory.requestsPerSecond / record.raw.requestsPerSecond;
+    runs.push(record);
+    console.log(
+      `  run ${run}: ${systems.map((s) => `${labels[s]} ${record[s].requestsPerSecond.toFixed(0)} req/s p99 ${record[s].latencyP99Ms} ms`).join('; ')}`,
+    );
+  }
+
+  const of = (pick) => summarize(runs.map(pick));
+  const figures = Object.fromEntries(
+    systems.map((s) => [
+      s,
+      {
+        requestsPerSecond: of((r) => r[s].requestsPerSecond),
+        latencyP50Ms: of((r) => r[s].latencyP50Ms),
+        latencyP99Ms: of((r) => r[s].latencyP99Ms),
+      },
+    ]),
+  );
+  figures.sqliteToRaw = of((r) => r.sqliteToRaw);
+  figures.memoryToRaw = of((r) => r.memoryToRaw);
+  printTable(
+    `Ingest (POST /v1/jobs, dispatch paused, 100 connections, ${durationSeconds} s; median (min–max) of ${options.runs} run(s))`,
+    ['server', 'req/s', 'p50 ms', 'p99 ms', '÷ raw'],
+    systems.map((s) => [
+      labels[s],
+      formatSummary(figures[s].requestsPerSecond),
+      formatSummary(figures[s].latencyP50Ms),
+      formatSummary(figures[s].latencyP99Ms),
+      s === 'raw' ? '1' : formatSummary(s === 'kilnSqlite' ? figures.sqliteToRaw : figures.memoryToRaw, 2),
+    ]),
+  );
+  const met = figures.sqliteToRaw.median >= TARGET_RATIO;
+  console.log(
+    `target: sqlite >= ${TARGET_RATIO * 100} % of raw: ${met ? 'met' : 'MISSED'} (${(figures.sqliteToRaw.median * 100).toFixed(1)} %)`,
+  );
+  const path = writeResult(NAME, {
+    size: options.size,
+    parameters,
+    target: { ratioToRaw: TARGET_RATIO, met },
+    figures,
+    runs,
+  });
+  console.log(`wrote ${path}`);
+});

@@ -1,0 +1,75 @@
+/**
+ * The few Kiln HTTP calls the benchmarks make besides the load itself: JSON requests,
+ * the queue, /metrics, and waiting until every submitted job has finished.
+ */
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export async function requestJson(url, { method = 'GET', body, timeoutMs = 30_000 } = {}) {
+  const response = await fetch(url, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${url} answered ${response.status}: ${text.slice(0, 500)}`);
+  return text === '' ? null : JSON.parse(text);
+}
+
+export const getQueue = (base) => requestJson(`${base}/v1/queue`);
+export const pauseQueue = (base) => requestJson(`${base}/v1/queue/pause`, { method: 'POST' });
+export const resumeQueue = (base) => requestJson(`${base}/v1/queue/resume`, { method: 'POST' });
+
+/** Unlabelled samples of the Prometheus exposition, by metric name. */
+export async function scrapeMetrics(base) {
+  const response = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(30_000) });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`GET /metrics answered ${response.status}`);
+  const samples = new Map();
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*) ([^ ]+)/.exec(line);
+    if (match !== null) samples.set(match[1], Number(match[2]));
+  }
+  return samples;
+}
+
+/**
+ * prom-client's event-loop lag histogram (monitorEventLoopDelay) is reset at every
+ * scrape, so a scrape just before a run and one just after it give the lag of exactly
+ * that run.
+ */
+export async function eventLoopLag(base) {
+  const m = await scrapeMetrics(base);
+  return {
+    p50Ms: (m.get('nodejs_eventloop_lag_p50_seconds') ?? Number.NaN) * 1000,
+    p99Ms: (m.get('nodejs_eventloop_lag_p99_seconds') ?? Number.NaN) * 1000,
+    maxMs: (m.get('nodejs_eventloop_lag_max_seconds') ?? Number.NaN) * 1000,
+  };
+}
+
+/**
+ * Waits until no job is pending or running. Long-polls `lastJobId` first (free for the
+ * server), then polls GET /v1/queue every 5 ms. Answers Date.now() at the moment the
+ * queue was seen idle. Bounded by `timeoutMs`.
+ */
+export async function waitUntilIdle(base, { lastJobId = null, timeoutMs = 600_000 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  if (lastJobId !== null) {
+    let terminal = false;
+    while (!terminal && Date.now() < deadline) {
+      const job = await requestJson(`${base}/v1/jobs/${lastJobId}?wait=30`, { timeoutMs: 40_000 });
+      terminal = ['completed', 'failed', 'cancelled'].includes(job.status);
+    }
+  }
+  while (Date.now() < deadline) {
+    const queue = await getQueue(base);
+    if (queue.pending === 0 && queue.byStatus.running === 0) {
+      const done = Date.now();
+      const failed = queue.byStatus.failed + queue.byStatus.cancelled;
+      return { done, completed: queue.byStatus.completed, failed };
+    }
+    await sleep(5);
+  }
+  throw new Error(`jobs did not finish within ${timeoutMs} ms`);
+}

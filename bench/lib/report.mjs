@@ -1,0 +1,119 @@
+/**
+ * What every benchmark shares around its measurement: command-line options, the
+ * machine description, run statistics, the printed table and the JSON result file.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { arch, availableParallelism, cpus, platform, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { BENCH_DIR, hasTaskset, killAllChildren } from './processes.mjs';
+
+export const RESULTS_DIR = join(BENCH_DIR, 'results');
+
+/**
+ * `--size tiny|full` (default full), `--runs N` (default: `defaultRuns[size]`),
+ * `--cpu-prof` (write a CPU profile of each Kiln server to bench/results/profiles/).
+ */
+export function benchOptions(defaultRuns = { full: 3, tiny: 1 }) {
+  const { values } = parseArgs({
+    options: {
+      size: { type: 'string', default: 'full' },
+      runs: { type: 'string' },
+      'cpu-prof': { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.size !== 'full' && values.size !== 'tiny') {
+    throw new Error(`--size must be tiny or full, got ${JSON.stringify(values.size)}`);
+  }
+  const runs = values.runs === undefined ? defaultRuns[values.size] : Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1 || runs > 50) {
+    throw new Error(`--runs must be an integer from 1 to 50, got ${JSON.stringify(values.runs)}`);
+  }
+  const cpuProf = values['cpu-prof'] ? join(RESULTS_DIR, 'profiles') : null;
+  if (cpuProf !== null) mkdirSync(cpuProf, { recursive: true });
+  return { size: values.size, tiny: values.size === 'tiny', runs, cpuProf };
+}
+
+export function machine() {
+  const [first] = cpus();
+  return {
+    cores: availableParallelism(),
+    cpuModel: first?.model ?? 'unknown',
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    os: `${platform()} ${release()} ${arch()}`,
+    taskset: hasTaskset(),
+  };
+}
+
+/** Nearest-rank percentile of an ascending array. */
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+/** Median, min and max of the runs' values of one figure. */
+export function summarize(values) {
+  const finite = values.filter((v) => Number.isFinite(v));
+  const sorted = [...finite].sort((a, b) => a - b);
+  if (sorted.length === 0) return { median: null, min: null, max: null, n: 0 };
+  const mid = sorted.length >> 1;
+  const median = sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return { median, min: sorted[0], max: sorted.at(-1), n: sorted.length };
+}
+
+/** `1234 (1200–1300)`, or just the value for a single run. */
+export function formatSummary(summary, digits = 0, unit = '') {
+  if (summary.median === null) return 'n/a';
+  const f = (v) =>
+    `${v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${unit}`;
+  if (summary.n < 2) return f(summary.median);
+  return `${f(summary.median)} (${f(summary.min)}–${f(summary.max)})`;
+}
+
+/** Prints rows (arrays of strings) under a header, columns padded. */
+export function printTable(title, header, rows) {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => String(row[i] ?? '').length)));
+  const line = (cells) => cells.map((c, i) => String(c ?? '').padEnd(widths[i])).join('  ');
+  console.log(`\n${title}`);
+  console.log(line(header));
+  console.log(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of rows) console.log(line(row));
+}
+
+/** The result file of a benchmark: bench/results/<name>.json, or <name>.tiny.json for the tiny size. */
+export function resultPath(name, size) {
+  return join(RESULTS_DIR, size === 'tiny' ? `${name}.tiny.json` : `${name}.json`);
+}
+
+/** Writes the result file (see resultPath) and answers its path. */
+export function writeResult(name, data) {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const path = resultPath(name, data.size);
+  writeFileSync(
+    path,
+    `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), ...data }, null, 2)}\n`,
+  );
+  return path;
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs a benchmark's body; on any error prints it, kills every child and exits 1, so a
+ * broken benchmark fails CI even though no speed is asserted.
+ */
+export async function runBenchmark(name, body) {
+  const started = Date.now();
+  try {
+    await body();
+    console.log(`\n${name}: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  } catch (error) {
+    console.error(`\n${name}: FAILED: ${error?.stack ?? error}`);
+    process.exitCode = 1;
+  } finally {
+    killAllChildren();
+  }
+}

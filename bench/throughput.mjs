@@ -1,0 +1,134 @@
+/**
+ * Figure 2, small-job throughput end to end: 50,000 noop jobs, first request to last
+ * completion, durable SQLite, KILN_THREADS = cores, a fresh server for each mode:
+ *   - batch:  POST /v1/jobs/batch, 100 jobs a request, 8 requests in flight;
+ *   - single: POST /v1/jobs, 100 connections (autocannon).
+ * Baselines in the same run: raw piscina (one task per job, the same noop handler, all
+ * submitted at once) and BullMQ on the local Redis (addBulk of 100, 8 in flight, Worker
+ * with concurrency 50 and an in-process no-op processor; first add → last completion).
+ * Also the server's event-loop lag during the Kiln runs (figure 6). Nothing is pinned:
+ * Kiln's main thread and its pool share the cores with the load generator, and so do
+ * BullMQ's producer, worker and Redis.
+ *
+ *   node bench/throughput.mjs [--size tiny|full] [--runs N] [--cpu-prof]
+ */
+import { availableParallelism } from 'node:os';
+import { measureBullmqRun, REDIS_URL, redisUnavailable } from './lib/bullmq.mjs';
+import { measureKilnRun, measurePiscinaRun, warmKiln } from './lib/measure.mjs';
+import { startKiln } from './lib/processes.mjs';
+import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+
+const NAME = 'throughput';
+const NOOP = { type: 'noop' };
+
+async function kilnRun(mode, total, cores, options) {
+  const server = await startKiln({ store: 'sqlite', threads: cores, cpuProf: options.cpuProf });
+  try {
+    const warm = await warmKiln(server, NOOP, cores * 4);
+    const load =
+      mode === 'batch'
+        ? { total, job: NOOP, mode: 'batch', batchSize: 100, concurrency: 8 }
+        : { total, job: NOOP, mode: 'single', connections: 100 };
+    return await measureKilnRun(server, load, { completedBefore: warm });
+  } finally {
+    await server.stop();
+  }
+}
+
+await runBenchmark(NAME, async () => {
+  const options = benchOptions({ full: 3, tiny: 1 });
+  const cores = availableParallelism();
+  const total = options.tiny ? 500 : 50_000;
+  const redisDown = await redisUnavailable();
+  if (redisDown !== null) {
+    console.log(`\n!!! SKIPPING THE BULLMQ BASELINE: Redis at ${REDIS_URL} is unreachable (${redisDown}) !!!\n`);
+  }
+  const parameters = {
+    total,
+    threads: cores,
+    store: 'sqlite (KILN_SQLITE_SYNC=full)',
+    batch: 'POST /v1/jobs/batch, 100 jobs per request, 8 requests in flight',
+    single: 'POST /v1/jobs, 100 connections (autocannon)',
+    piscina: 'one task per job, all submitted at once, same noop handler',
+    bullmq:
+      redisDown === null
+        ? 'addBulk of 100, 8 in flight; Worker concurrency 50, in-process no-op'
+        : `skipped: ${redisDown}`,
+    pinning: 'none',
+    runs: options.runs,
+  };
+  console.log(`${NAME}: ${total} noop jobs, ${cores} threads, ${options.runs} run(s)`);
+
+  const runs = [];
+  for (let run = 1; run <= options.runs; run++) {
+    const piscina = await measurePiscinaRun({ task: 'noop', payload: {}, count: total, threads: cores });
+    const batch = await kilnRun('batch', total, cores, options);
+    const single = await kilnRun('single', total, cores, options);
+    const bullmq = redisDown === null ? await measureBullmqRun({ total }) : null;
+    const record = {
+      run,
+      piscina,
+      kilnBatch: batch,
+      kilnSingle: single,
+      bullmq,
+      batchToPiscina: batch.jobsPerSecond / piscina.jobsPerSecond,
+      singleToPiscina: single.jobsPerSecond / piscina.jobsPerSecond,
+      batchToBullmq: bullmq === null ? null : batch.jobsPerSecond / bullmq.jobsPerSecond,
+      singleToBullmq: bullmq === null ? null : single.jobsPerSecond / bullmq.jobsPerSecond,
+    };
+    runs.push(record);
+    console.log(
+      `  run ${run}: kiln batch ${batch.jobsPerSecond.toFixed(0)}/s (lag p99 ${batch.eventLoopLag.p99Ms.toFixed(1)} ms), single ${single.jobsPerSecond.toFixed(0)}/s (lag p99 ${single.eventLoopLag.p99Ms.toFixed(1)} ms), piscina ${piscina.jobsPerSecond.toFixed(0)}/s, bullmq ${bullmq === null ? 'skipped' : `${bullmq.jobsPerSecond.toFixed(0)}/s`}`,
+    );
+  }
+
+  const of = (pick) => summarize(runs.map(pick).filter((v) => v !== null && v !== undefined));
+  const figures = {
+    piscinaPerSecond: of((r) => r.piscina.jobsPerSecond),
+    bullmqPerSecond: of((r) => r.bullmq?.jobsPerSecond),
+    kilnBatchPerSecond: of((r) => r.kilnBatch.jobsPerSecond),
+    kilnSinglePerSecond: of((r) => r.kilnSingle.jobsPerSecond),
+    batchToPiscina: of((r) => r.batchToPiscina),
+    singleToPiscina: of((r) => r.singleToPiscina),
+    batchToBullmq: of((r) => r.batchToBullmq),
+    singleToBullmq: of((r) => r.singleToBullmq),
+    batchLagP99Ms: of((r) => r.kilnBatch.eventLoopLag.p99Ms),
+    batchLagMaxMs: of((r) => r.kilnBatch.eventLoopLag.maxMs),
+    singleLagP99Ms: of((r) => r.kilnSingle.eventLoopLag.p99Ms),
+    singleLagMaxMs: of((r) => r.kilnSingle.eventLoopLag.maxMs),
+  };
+  const na = '—';
+  printTable(
+    `Throughput (${total} noop jobs, first request → last completion; median (min–max) of ${options.runs} run(s))`,
+    ['system', 'jobs/s', '÷ raw piscina', '÷ BullMQ', 'lag p99 ms', 'lag max ms'],
+    [
+      [
+        'kiln, batch of 100',
+        formatSummary(figures.kilnBatchPerSecond),
+        formatSummary(figures.batchToPiscina, 2),
+        formatSummary(figures.batchToBullmq, 2),
+        formatSummary(figures.batchLagP99Ms, 1),
+        formatSummary(figures.batchLagMaxMs, 1),
+      ],
+      [
+        'kiln, single POSTs',
+        formatSummary(figures.kilnSinglePerSecond),
+        formatSummary(figures.singleToPiscina, 2),
+        formatSummary(figures.singleToBullmq, 2),
+        formatSummary(figures.singleLagP99Ms, 1),
+        formatSummary(figures.singleLagMaxMs, 1),
+      ],
+      ['raw piscina', formatSummary(figures.piscinaPerSecond), '1', na, na, na],
+      ['BullMQ', redisDown === null ? formatSummary(figures.bullmqPerSecond) : 'SKIPPED', na, '1', na, na],
+    ],
+  );
+  const target = {
+    batchAtLeast2xBullmq: figures.batchToBullmq.median === null ? null : figures.batchToBullmq.median >= 2,
+    batchAtLeastPiscina: figures.batchToPiscina.median >= 1,
+  };
+  console.log(
+    `target: batch >= 2x BullMQ: ${target.batchAtLeast2xBullmq === null ? 'not measured (no Redis)' : target.batchAtLeast2xBullmq ? 'met' : 'MISSED'}; batch >= raw piscina: ${target.batchAtLeastPiscina ? 'met' : 'MISSED'}`,
+  );
+  const path = writeResult(NAME, { size: options.size, parameters, target, figures, runs });
+  console.log(`wrote ${path}`);
+});
