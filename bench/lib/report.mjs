@@ -2,11 +2,12 @@
  * What every benchmark shares around its measurement: command-line options, the
  * machine description, run statistics, the printed table and the JSON result file.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { arch, availableParallelism, cpus, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { BENCH_DIR, hasTaskset, killAllChildren } from './processes.mjs';
+import { BENCH_DIR, hasTaskset, killAllChildren, ROOT_DIR } from './processes.mjs';
 
 export const RESULTS_DIR = join(BENCH_DIR, 'results');
 
@@ -33,6 +34,17 @@ export function benchOptions(defaultRuns = { full: 3, tiny: 1 }) {
   const cpuProf = values['cpu-prof'] ? join(RESULTS_DIR, 'profiles') : null;
   if (cpuProf !== null) mkdirSync(cpuProf, { recursive: true });
   return { size: values.size, tiny: values.size === 'tiny', runs, cpuProf };
+}
+
+/** The Kiln source measured: its commit, and whether src/ had uncommitted edits (others work in this tree). */
+export function kilnVersion() {
+  const git = (...args) => spawnSync('git', args, { cwd: ROOT_DIR, encoding: 'utf8' });
+  const commit = git('rev-parse', '--short', 'HEAD');
+  const status = git('status', '--porcelain', '--', 'src');
+  return {
+    commit: commit.status === 0 ? commit.stdout.trim() : 'unknown',
+    srcDirty: status.status === 0 ? status.stdout.trim() !== '' : null,
+  };
 }
 
 export function machine() {
@@ -94,7 +106,7 @@ export function writeResult(name, data) {
   const path = resultPath(name, data.size);
   writeFileSync(
     path,
-    `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), ...data }, null, 2)}\n`,
+    `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), kiln: kilnVersion(), ...data }, null, 2)}\n`,
   );
   return path;
 }
