@@ -1,0 +1,165 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { type KilnProcess, killAllKilns, mapLimit, spawnKiln } from '../support/kiln-process.js';
+
+/**
+ * Delivery guarantee against a real process death (DESIGN.md, "Delivery guarantee"):
+ * a server killed with SIGKILL mid-work loses no job it answered 201 for, and the
+ * attempts it was running are recovered at the next start and run again.
+ */
+
+// Interrupted attempts come back at once, so the second run is quick.
+const quickBackoff = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
+// Long enough to be running at the kill, short enough to finish again after restart.
+const LONG_MS = 4000;
+
+describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-crash-'));
+  const env = {
+    KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`,
+    KILN_THREADS: '2',
+  };
+  after(async () => {
+    await killAllKilns();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('loses no accepted job and re-runs the attempts the kill cut short', async () => {
+    const first = await spawnKiln(env);
+    const accepted: string[] = [];
+    const submit = async (body: unknown) => {
+      const response = await first.request('POST', '/v1/jobs', body);
+      assert.equal(response.status, 201, response.text);
+      accepted.push(response.body.id);
+      return response.body.id as string;
+    };
+    const spin = (index: number) => ({
+      type: 'cpu.spin',
+      payload: { ms: 5 + (index % 16) },
+      backoff: quickBackoff,
+    });
+
+    // One long job holds one thread; the other works through short ones.
+    const longA = await submit({
+      type: 'cpu.spin',
+      priority: 9,
+      payload: { ms: LONG_MS },
+      backoff: quickBackoff,
+    });
+    await first.waitForStatus(longA, 'running');
+
+    const batches = await Promise.all(
+      [0, 1, 2].map((b) =>
+        first.request('POST', '/v1/jobs/batch', {
+          jobs: Array.from({ length: 100 }, (_, i) => spin(b * 100 + i)),
+        }),
+      ),
+    );
+    for (const batch of batches) {
+      assert.equal(batch.status, 201, batch.text);
+      for (const job of batch.body.jobs) accepted.push(job.id);
+    }
+    const singles = await mapLimit(
+      Array.from({ length: 30 }, (_, i) => i),
+      8,
+      (i) => submit(spin(i)),
+    );
+    assert.equal(singles.length, 30);
+
+    // Some short jobs finish before the kill, so the file holds every status at once.
+    const early = batches[0]?.body.jobs[20].id as string;
+    assert.equal((await first.waitForJob(early)).status, 'completed');
+
+    // The second long job takes the other thread as soon as it frees.
+    const longB = await submit({
+      type: 'cpu.spin',
+      priority: 9,
+      payload: { ms: LONG_MS },
+      backoff: quickBackoff,
+    });
+    const runningB = await first.waitForStatus(longB, 'running');
+    const runningA = await first.request('GET', `/v1/jobs/${longA}`);
+    assert.equal(runningA.body.status, 'running', 'the first long job must still run at the kill');
+    const queue = await first.request('GET', '/v1/queue');
+    assert.equal(queue.body.threads.busy, 2, queue.text);
+    assert.ok(queue.body.byStatus.queued > 0, queue.text);
+    assert.ok(queue.body.byStatus.completed > 0, queue.text);
+
+    // Submissions in flight at the kill: every one answered 201 must survive it.
+    let killed = false;
+    let markRacing: () => void = () => {};
+    const racingAnswered = new Promise<void>((resolve) => {
+      markRacing = resolve;
+    });
+    const acceptedBeforeRace = accepted.length;
+    const racing = mapLimit([0, 1, 2, 3], 4, async (lane) => {
+      for (let i = 0; i < 200 && !killed; i++) {
+        let response: Awaited<ReturnType<KilnProcess['request']>>;
+        try {
+          response = await first.request('POST', '/v1/jobs', spin(lane * 1000 + i));
+        } catch {
+          return; // the connection died with the process
+        }
+        assert.equal(response.status, 201, `a submission racing the kill: ${response.text}`);
+        accepted.push(response.body.id);
+        if (accepted.length >= acceptedBeforeRace + 8) markRacing();
+      }
+      markRacing();
+    });
+    await racingAnswered;
+    killed = true;
+    first.child.kill('SIGKILL');
+    const exit = await first.exited;
+    assert.equal(exit.signal, 'SIGKILL');
+    await racing;
+
+    const second = await spawnKiln(env);
+    const finished = await mapLimit(accepted, 32, async (id) => {
+      const job = await second.waitForJob(id);
+      return {
+        id,
+        status: job.status as string,
+        attempts: job.attempts as number,
+        job,
+      };
+    });
+    const notCompleted = finished.filter((f) => f.status !== 'completed');
+    assert.deepEqual(
+      notCompleted.map((f) => `${f.id}: ${f.status} ${JSON.stringify(f.job.error)}`),
+      [],
+      `${notCompleted.length} of ${accepted.length} accepted jobs did not complete after the restart`,
+    );
+
+    for (const { id, startedBefore } of [
+      { id: longA, startedBefore: runningA.body.startedAt },
+      { id: longB, startedBefore: runningB.startedAt },
+    ]) {
+      const job = finished.find((f) => f.id === id)?.job;
+      assert.ok(job.attempts >= 2, `the interrupted job ${id} ran again: ${JSON.stringify(job)}`);
+      assert.notEqual(job.startedAt, startedBefore, 'the completing attempt started after the restart');
+      assert.ok(job.result.spunMs >= LONG_MS, JSON.stringify(job.result));
+      if (job.error !== null) assert.equal(job.error.code, 'interrupted');
+    }
+
+    // A submission the kill cut off after its commit but before its 201 is stored too,
+    // and runs last: wait for those before reading the counts.
+    const unanswered = await second.request('GET', '/v1/jobs?status=queued,running,retrying&limit=500');
+    assert.equal(unanswered.status, 200, unanswered.text);
+    assert.ok(unanswered.body.jobs.length <= 4, `only the 4 racing submissions may be unanswered: ${unanswered.text}`);
+    for (const job of unanswered.body.jobs) assert.equal((await second.waitForJob(job.id)).status, 'completed');
+
+    const settled = await second.request('GET', '/v1/queue');
+    assert.equal(settled.body.pending, 0, settled.text);
+    assert.equal(settled.body.byStatus.running, 0, settled.text);
+    assert.equal(settled.body.byStatus.failed, 0, settled.text);
+    // A submission whose 201 the kill swallowed may exist too: at least, never fewer.
+    assert.ok(settled.body.byStatus.completed >= accepted.length, settled.text);
+    assert.equal(new Set(accepted).size, accepted.length, 'ids are unique');
+
+    second.child.kill('SIGTERM');
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+  });
+});

@@ -1,0 +1,224 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { get as httpGet } from 'node:http';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fixtureTasksDir, repoRoot, type TestResponse } from './kiln.js';
+
+/**
+ * Kiln as its users run it: `node dist/src/main.js` in a child process, configured by
+ * environment, logging JSON lines on stdout. For tests that need real signals and a
+ * real process death (SIGTERM, SIGINT, SIGKILL), which an in-process server cannot give.
+ */
+
+export const mainScript = join(repoRoot, 'dist', 'src', 'main.js');
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface KilnProcess {
+  child: ChildProcess;
+  /** `http://127.0.0.1:<port>`, from the `kiln is serving` line. */
+  url: string;
+  /** Every JSON line logged so far. */
+  logs: LogLine[];
+  /** What the process wrote on stderr so far. */
+  stderr(): string;
+  /** Settles when the process has exited. */
+  exited: Promise<Exit>;
+  request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<TestResponse>;
+  /** Resolves with the first line (already logged or still to come) whose `msg` is `msg`. */
+  waitForLog(msg: string): Promise<LogLine>;
+  /** Long-polls GET /v1/jobs/{id}?wait= until the job is terminal; at most `rounds` polls. */
+  waitForJob(id: string, rounds?: number): Promise<any>;
+  /** Follows the job's event stream until it shows `status`; resolves with that job. */
+  waitForStatus(id: string, status: string): Promise<any>;
+}
+
+const live = new Set<ChildProcess>();
+
+/**
+ * Starts Kiln on a free port (PORT=0; the bound address is read from the log) and
+ * resolves once it serves. The process inherits nothing of the test's own KILN_*
+ * environment: only `env` configures it.
+ */
+export async function spawnKiln(env: Record<string, string>): Promise<KilnProcess> {
+  const inherited: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value === undefined || key.startsWith('KILN_') || key.startsWith('NODE_TEST')) continue;
+    if (['PORT', 'HOST', 'LOG_LEVEL'].includes(key)) continue;
+    inherited[key] = value;
+  }
+  const child = spawn(process.execPath, [mainScript], {
+    cwd: repoRoot,
+    env: {
+      ...inherited,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      KILN_THREADS: '2',
+      KILN_TASKS_DIR: fixtureTasksDir,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    });
+  });
+
+  const logs: LogLine[] = [];
+  const logWaiters: Array<{ msg: string; resolve: (line: LogLine) => void }> = [];
+  let stderr = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: LogLine;
+    try {
+      line = JSON.parse(text);
+    } catch {
+      line = { level: 0, msg: text };
+    }
+    logs.push(line);
+    for (const waiter of logWaiters.filter((w) => w.msg === line.msg)) {
+      logWaiters.splice(logWaiters.indexOf(waiter), 1);
+      waiter.resolve(line);
+    }
+  });
+
+  const waitForLog = (msg: string): Promise<LogLine> => {
+    const seen = logs.find((line) => line.msg === msg);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      logWaiters.push({ msg, resolve });
+      exited.then((exit) => {
+        // stdout may still hold the line when 'exit' fires; give readline its turn.
+        setImmediate(() => {
+          const late = logs.find((line) => line.msg === msg);
+          if (late !== undefined) resolve(late);
+          else reject(new Error(`kiln exited (${JSON.stringify(exit)}) before logging "${msg}"; stderr: ${stderr}`));
+        });
+      });
+    });
+  };
+
+  const serving = await waitForLog('kiln is serving');
+  const url = String(serving.address);
+
+  const request = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const init: RequestInit = { method, headers: { ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${url}${path}`, init);
+    const text = await response.text();
+    let parsed: any; // JSON of any shape
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {
+      parsed = null;
+    }
+    return {
+      status: response.status,
+      headers: response.headers,
+      body: parsed,
+      text,
+    };
+  };
+
+  return {
+    child,
+    url,
+    logs,
+    stderr: () => stderr,
+    exited,
+    request,
+    waitForLog,
+    async waitForJob(id, rounds = 4) {
+      let last: TestResponse | null = null;
+      for (let round = 0; round < rounds; round++) {
+        last = await request('GET', `/v1/jobs/${id}?wait=30`);
+        if (last.status !== 200) throw new Error(`GET /v1/jobs/${id}: ${last.status} ${last.text}`);
+        if (['completed', 'failed', 'cancelled'].includes(last.body.status)) return last.body;
+      }
+      throw new Error(`job ${id} is not finished after ${rounds} long polls: ${last?.text}`);
+    },
+    waitForStatus(id, status) {
+      // node:http rather than fetch: destroying the request closes the socket at once,
+      // where a cancelled fetch body leaves the connection to the server for seconds.
+      return new Promise((resolve, reject) => {
+        const seen: string[] = [];
+        const request = httpGet(`${url}/v1/jobs/${id}/events`, (response) => {
+          if (response.statusCode !== 200) {
+            request.destroy();
+            reject(new Error(`GET /v1/jobs/${id}/events: ${response.statusCode}`));
+            return;
+          }
+          response.setEncoding('utf8');
+          let buffer = '';
+          response.on('data', (chunk: string) => {
+            buffer += chunk;
+            for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
+              const frame = buffer.slice(0, end);
+              buffer = buffer.slice(end + 2);
+              const data = frame
+                .split('\n')
+                .filter((line) => line.startsWith('data: '))
+                .map((line) => line.slice(6))
+                .join('\n');
+              if (data === '') continue;
+              const job = JSON.parse(data);
+              seen.push(job.status);
+              if (job.status === status) {
+                request.destroy();
+                resolve(job);
+                return;
+              }
+            }
+          });
+          response.on('end', () => reject(new Error(`job ${id} never showed ${status}; it went ${seen.join(' → ')}`)));
+        });
+        request.on('error', reject);
+      });
+    },
+  };
+}
+
+/** SIGKILLs every Kiln this module started that still runs, and waits for each to exit. */
+export async function killAllKilns(): Promise<void> {
+  const exits: Promise<unknown>[] = [];
+  for (const child of live) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    exits.push(once(child, 'exit'));
+    child.kill('SIGKILL');
+  }
+  await Promise.all(exits);
+}
+
+/** Runs `work` over `items` with at most `limit` at once; answers the results in order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return results;
+}
