@@ -34,7 +34,8 @@ export async function createKiln(config: Config, logger?: FastifyBaseLogger): Pr
     maxMemoryMb: config.threadMaxMemoryMb,
     registry,
     onProgress: (message) => scheduler?.onThreadMessage(message),
-    onThreadError: (error) => log.error({ err: error }, 'a worker thread died outside an attempt; the pool replaces it'),
+    onThreadError: (error) =>
+      log.error({ err: error }, 'a worker thread died outside an attempt; the pool replaces it'),
   });
   scheduler = new Scheduler({
     store,

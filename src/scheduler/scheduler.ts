@@ -1,17 +1,17 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
-import { retryDelayMs } from '../jobs/backoff.js';
 import { newJobId } from '../jobs/ids.js';
-import { type Backoff, isTerminal, type Job, type JobError, type NewJob } from '../jobs/model.js';
-import type { AttemptOutcome, Changes, ClaimedJob, JobStore, Lease, ListFilter, Page } from '../store/store.js';
+import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
+import { isStoreError } from '../store/errors.js';
+import type { Changes, JobStore, ListFilter, Page } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
-import type { AttemptResult, ChannelMessage } from '../workers/protocol.js';
+import type { ChannelMessage } from '../workers/protocol.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
+import { Dispatcher } from './dispatcher.js';
 import { type FieldIssue, KilnError, validationError } from './errors.js';
 import { JobEvents } from './events.js';
-import { type AttemptMetricOutcome, KilnMetrics } from './metrics.js';
+import { KilnMetrics } from './metrics.js';
+import { RateWindow } from './rate-window.js';
 
 /** One job as a client asked for it, envelope already validated. */
 export interface SubmitItem {
@@ -64,27 +64,12 @@ export interface SchedulerLogger {
   error(obj: object, msg: string): void;
 }
 
-type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
-
-interface RunningAttempt {
-  job: ClaimedJob;
-  controller: AbortController;
-  abortReason: AbortReason | null;
-  timer: NodeJS.Timeout;
-  startedAt: number;
-}
-
 const RETENTION_INTERVAL_MS = 60_000;
 const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
 
 /**
- * The brain between the HTTP layer and the store and pool.
- *
- * Dispatch is pulled by demand: `#pump` claims exactly as many jobs as there are
- * free threads, so piscina's own queue stays empty and priority is decided at the
- * last moment. A finishing attempt frees its slot and pumps before its outcome is
- * even written. Delayed and retrying jobs need no timer of their own: one timer is
- * armed for the store's earliest `runAt`.
+ * The brain between the HTTP layer and the store and pool: admission, the actions
+ * on jobs, events and metrics. Running jobs is the Dispatcher's part.
  *
  * Life cycle: created → start() → (running; pause/resume) → stop() (draining:
  * submissions refused, dispatch stopped, running attempts get the grace period,
@@ -98,22 +83,14 @@ export class Scheduler {
   readonly #registry: TaskRegistry;
   readonly #options: SchedulerOptions;
   readonly #log: SchedulerLogger;
-  readonly #random: () => number;
-  readonly #owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  readonly #running = new Map<string, RunningAttempt>();
-  readonly #settling = new Set<Promise<void>>();
+  readonly #dispatcher: Dispatcher;
   #started = false;
-  #paused = false;
   #draining = false;
-  #pumping = false;
-  #pumpAgain = false;
-  #dueTimer: NodeJS.Timeout | null = null;
-  #dueAt: number | null = null;
-  #heartbeatTimer: NodeJS.Timeout | null = null;
   #retentionTimer: NodeJS.Timeout | null = null;
-  #idleWaiters: Array<() => void> = [];
-  #recentFinishes: number[] = [];
+  /** Terminal jobs per second over the last seconds, for Retry-After hints. */
+  readonly #finishRate = new RateWindow(10);
   #stopping: Promise<void> | null = null;
+  readonly #drain = new AbortController();
 
   constructor(options: SchedulerOptions) {
     this.#options = options;
@@ -121,14 +98,26 @@ export class Scheduler {
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLogger;
-    this.#random = options.random ?? Math.random;
-    const self = this;
+    const threads = (): { size: number; busy: number } => ({
+      size: options.threads,
+      busy: this.#dispatcher.busyThreads,
+    });
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
       get threads() {
-        return { size: self.#options.threads, busy: self.#running.size };
+        return threads();
       },
+    });
+    this.#dispatcher = new Dispatcher({
+      store: options.store,
+      pool: options.pool,
+      metrics: this.metrics,
+      threads: options.threads,
+      leaseMs: options.leaseMs,
+      onChanges: (changes) => this.#publish(changes),
+      onError: (message, error) => this.#log.error({ err: error }, message),
+      ...(options.random === undefined ? {} : { random: options.random }),
     });
   }
 
@@ -137,21 +126,23 @@ export class Scheduler {
   start(): void {
     if (this.#started) return;
     this.#started = true;
-    const beat = Math.max(100, Math.floor(this.#options.leaseMs / 3));
-    this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), beat);
-    this.#heartbeatTimer.unref();
     this.#retentionTimer = setInterval(() => void this.purgeExpired(), RETENTION_INTERVAL_MS);
     this.#retentionTimer.unref();
     void this.purgeExpired();
-    this.#pump();
+    this.#dispatcher.start();
   }
 
   get draining(): boolean {
     return this.#draining;
   }
 
+  /** Aborted when draining starts: long polls and event streams answer and end then. */
+  get drainSignal(): AbortSignal {
+    return this.#drain.signal;
+  }
+
   get paused(): boolean {
-    return this.#paused;
+    return this.#dispatcher.paused;
   }
 
   /**
@@ -160,43 +151,23 @@ export class Scheduler {
    * stays open: its owner closes it.
    */
   stop(graceMs: number): Promise<void> {
-    this.#stopping ??= this.#drain(graceMs);
+    this.#stopping ??= (async () => {
+      this.#draining = true;
+      this.#drain.abort();
+      if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
+      this.#retentionTimer = null;
+      await this.#dispatcher.stop(graceMs);
+      await this.#pool.close();
+    })();
     return this.#stopping;
   }
 
-  async #drain(graceMs: number): Promise<void> {
-    this.#draining = true;
-    for (const timer of [this.#heartbeatTimer, this.#retentionTimer, this.#dueTimer]) {
-      if (timer !== null) clearTimeout(timer);
-    }
-    this.#dueTimer = null;
-    if (this.#running.size > 0) {
-      let graceTimer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        this.#whenIdle(),
-        new Promise<void>((resolve) => {
-          graceTimer = setTimeout(resolve, graceMs);
-        }),
-      ]);
-      clearTimeout(graceTimer);
-      for (const id of [...this.#running.keys()]) this.#abort(id, 'shutdown');
-    }
-    while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
-    await this.#pool.close();
-  }
-
-  #whenIdle(): Promise<void> {
-    if (this.#running.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
-  }
-
   pause(): void {
-    this.#paused = true;
+    this.#dispatcher.pause();
   }
 
   resume(): void {
-    this.#paused = false;
-    this.#pump();
+    this.#dispatcher.resume();
   }
 
   // ── submission ────────────────────────────────────────────────────────────
@@ -326,16 +297,13 @@ export class Scheduler {
       this.metrics.submitted(outcome.job.type);
       if (isTerminal(outcome.job.status)) this.#countFinished(outcome.job);
     }
-    this.#pump();
+    this.#dispatcher.pump();
     return inserted.outcomes;
   }
 
   /** A hint for 429 answers: how long the recent completion rate needs to make room. */
   #retryAfterSeconds(excess: number): number {
-    const windowMs = 10_000;
-    const since = Date.now() - windowMs;
-    this.#recentFinishes = this.#recentFinishes.filter((t) => t >= since);
-    const perSecond = this.#recentFinishes.length / (windowMs / 1000);
+    const perSecond = this.#finishRate.perSecond(Date.now());
     if (perSecond <= 0) return 1;
     return Math.min(60, Math.max(1, Math.ceil(excess / perSecond)));
   }
@@ -348,7 +316,7 @@ export class Scheduler {
 
   /** The job once it is terminal, or as it is after `waitMs`; null if there is no such job. */
   async waitForTerminal(id: string, waitMs: number, signal?: AbortSignal): Promise<Job | null> {
-    if (waitMs <= 0) return this.#store.get(id);
+    if (waitMs <= 0 || this.#draining) return this.#store.get(id);
     let settle: (() => void) | undefined;
     const terminal = new Promise<void>((resolve) => {
       settle = resolve;
@@ -359,6 +327,7 @@ export class Scheduler {
     const timer = setTimeout(() => settle?.(), waitMs);
     const onAbort = () => settle?.();
     signal?.addEventListener('abort', onAbort, { once: true });
+    this.#drain.signal.addEventListener('abort', onAbort, { once: true });
     try {
       const job = await this.#store.get(id);
       if (job === null || isTerminal(job.status)) return job;
@@ -368,18 +337,26 @@ export class Scheduler {
       clearTimeout(timer);
       unsubscribe();
       signal?.removeEventListener('abort', onAbort);
+      this.#drain.signal.removeEventListener('abort', onAbort);
     }
   }
 
-  list(filter: ListFilter): Promise<Page> {
-    return this.#store.list(filter);
+  async list(filter: ListFilter): Promise<Page> {
+    try {
+      return await this.#store.list(filter);
+    } catch (error) {
+      if (isStoreError(error) && error.code === 'invalid_cursor') {
+        throw validationError([{ path: 'cursor', message: 'is not a cursor this server gave out' }]);
+      }
+      throw error;
+    }
   }
 
   async cancel(id: string): Promise<Job> {
     const changes = await this.#store.cancel(id, Date.now());
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
-    if (this.#running.has(id)) this.#abort(id, 'cancel');
+    this.#dispatcher.abandon(id, 'cancel');
     this.#publish(changes);
     return changes.job;
   }
@@ -389,7 +366,7 @@ export class Scheduler {
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
     this.#publish(changes);
-    this.#pump();
+    this.#dispatcher.pump();
     return changes.job;
   }
 
@@ -410,8 +387,8 @@ export class Scheduler {
       pending: counts.pending,
       byStatus: counts.byStatus,
       byPriority,
-      threads: { size: this.#options.threads, busy: this.#running.size },
-      paused: this.#paused,
+      threads: { size: this.#options.threads, busy: this.#dispatcher.busyThreads },
+      paused: this.#dispatcher.paused,
     };
   }
 
@@ -433,196 +410,12 @@ export class Scheduler {
     }
   }
 
-  // ── dispatch ──────────────────────────────────────────────────────────────
-
-  #lease(now: number): Lease {
-    return { owner: this.#owner, expiresAt: now + this.#options.leaseMs };
-  }
-
-  /** Claim as many jobs as there are free threads; re-runs itself if asked while busy. */
-  #pump(): void {
-    if (!this.#started) return;
-    if (this.#pumping) {
-      this.#pumpAgain = true;
-      return;
-    }
-    this.#pumping = true;
-    void this.#pumpLoop().finally(() => {
-      this.#pumping = false;
-    });
-  }
-
-  async #pumpLoop(): Promise<void> {
-    try {
-      do {
-        this.#pumpAgain = false;
-        if (this.#paused || this.#draining) return;
-        const free = this.#options.threads - this.#running.size;
-        if (free <= 0) continue;
-        const now = Date.now();
-        const claimed = await this.#store.claim(free, this.#lease(now), now);
-        for (const job of claimed) this.#run(job, now);
-        if (claimed.length === free) this.#pumpAgain = true;
-      } while (this.#pumpAgain);
-    } catch (error) {
-      this.#log.error({ err: error }, 'dispatch failed; retrying on the next change');
-    } finally {
-      await this.#armDueTimer();
-    }
-  }
-
-  async #armDueTimer(): Promise<void> {
-    if (this.#draining || this.#paused) return;
-    const dueAt = await this.#store.nextDueAt();
-    if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
-    if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-    this.#dueTimer = null;
-    this.#dueAt = dueAt;
-    if (dueAt === null) return;
-    const delay = Math.min(Math.max(0, dueAt - Date.now()), 2 ** 31 - 1);
-    this.#dueTimer = setTimeout(() => {
-      this.#dueTimer = null;
-      this.#dueAt = null;
-      this.#pump();
-    }, delay);
-    this.#dueTimer.unref();
-  }
-
-  #run(job: ClaimedJob, now: number): void {
-    const controller = new AbortController();
-    const attempt: RunningAttempt = {
-      job,
-      controller,
-      abortReason: null,
-      timer: setTimeout(() => this.#abort(job.id, 'timeout'), job.timeoutMs),
-      startedAt: now,
-    };
-    this.#running.set(job.id, attempt);
-    if (job.readyAt !== null) this.metrics.waited(job.type, Math.max(0, now - job.readyAt) / 1000);
-    this.events.publish(job);
-    const input = {
-      jobId: job.id,
-      type: job.type,
-      attempt: job.attempts,
-      payload: job.payload,
-      parents: job.parents,
-      timeoutMs: job.timeoutMs,
-    };
-    const settled = this.#pool
-      .run({ attempts: [input] }, controller.signal)
-      .then(
-        (results) => this.#settle(attempt, results[0] ?? null, null),
-        (error: unknown) => this.#settle(attempt, null, error),
-      )
-      .catch((error: unknown) => this.#log.error({ err: error, jobId: job.id }, 'recording an attempt failed'));
-    this.#settling.add(settled);
-    void settled.finally(() => this.#settling.delete(settled));
-  }
-
-  #abort(id: string, reason: AbortReason): void {
-    const attempt = this.#running.get(id);
-    if (attempt === undefined || attempt.abortReason !== null) return;
-    attempt.abortReason = reason;
-    this.#pool.notifyAbort(id, reason);
-    attempt.controller.abort(new Error(`attempt aborted: ${reason}`));
-  }
-
-  async #settle(attempt: RunningAttempt, result: AttemptResult | null, failure: unknown): Promise<void> {
-    const { job } = attempt;
-    clearTimeout(attempt.timer);
-    this.#running.delete(job.id);
-    if (this.#running.size === 0) {
-      for (const resolve of this.#idleWaiters.splice(0)) resolve();
-    }
-    this.#pump();
-
-    const now = Date.now();
-    const seconds = (now - attempt.startedAt) / 1000;
-    const lease = this.#lease(now);
-    let outcome: AttemptOutcome;
-    let metric: AttemptMetricOutcome;
-    if (result?.ok === true) {
-      metric = 'success';
-      outcome = { kind: 'completed', result: result.result };
-    } else if (result !== null && result.ok === false) {
-      metric = 'error';
-      const error: JobError = {
-        code: 'handler_error',
-        message: `${result.error.name}: ${result.error.message}`,
-        attempt: job.attempts,
-      };
-      outcome = this.#failure(job, error, result.error.retryable, now);
-    } else if (attempt.abortReason === 'timeout') {
-      metric = 'timeout';
-      const error: JobError = {
-        code: 'timeout',
-        message: `attempt ${job.attempts} ran longer than ${job.timeoutMs} ms; its thread was terminated`,
-        attempt: job.attempts,
-      };
-      outcome = this.#failure(job, error, true, now);
-    } else if (attempt.abortReason === 'shutdown') {
-      metric = 'error';
-      outcome = {
-        kind: 'released',
-        error: { code: 'interrupted', message: 'the server shut down during the attempt', attempt: job.attempts },
-        retryAt: now,
-      };
-    } else if (attempt.abortReason !== null) {
-      // Cancelled, or the lease was lost: the store already moved the job on.
-      this.metrics.attempt(job.type, 'error', seconds);
-      return;
-    } else {
-      metric = 'crash';
-      const reason = failure instanceof Error ? failure.message : String(failure);
-      const error: JobError = {
-        code: 'worker_crashed',
-        message: `the worker thread died during attempt ${job.attempts}: ${reason}`,
-        attempt: job.attempts,
-      };
-      outcome = this.#failure(job, error, true, now);
-    }
-    this.metrics.attempt(job.type, metric, seconds);
-    const changes = await this.#store.finish(job.id, lease, outcome, now);
-    if (changes === null) return;
-    this.#publish(changes);
-    if (changes.others.length > 0 || outcome.kind !== 'completed') this.#pump();
-  }
-
-  #failure(job: Job, error: JobError, retryable: boolean, now: number): AttemptOutcome {
-    if (!retryable || job.attempts >= job.maxAttempts) return { kind: 'failed', error, retryAt: null };
-    return { kind: 'failed', error, retryAt: now + retryDelayMs(job.backoff, job.attempts, this.#random) };
-  }
-
-  async #heartbeat(): Promise<void> {
-    try {
-      const now = Date.now();
-      if (this.#running.size > 0) {
-        const lost = await this.#store.heartbeat([...this.#running.keys()], this.#lease(now));
-        for (const id of lost) this.#abort(id, 'lease_lost');
-      }
-      const recovered = await this.#store.recoverExpired(now);
-      for (const job of recovered) this.#publishJob(job);
-      if (recovered.length > 0) this.#pump();
-    } catch (error) {
-      this.#log.error({ err: error }, 'heartbeat failed');
-    }
-  }
-
-  // ── progress and events ───────────────────────────────────────────────────
-
   /** Progress reported by a thread (wired to the pool's channel by the composition root). */
   onThreadMessage(message: ChannelMessage): void {
-    if (message.kind !== 'progress') return;
-    const attempt = this.#running.get(message.jobId);
-    if (attempt === undefined || attempt.job.attempts !== message.attempt) return;
-    const now = Date.now();
-    void this.#store
-      .progress(message.jobId, this.#lease(now), { percent: message.percent, message: message.message })
-      .then((job) => {
-        if (job !== null) this.events.publish(job);
-      })
-      .catch((error: unknown) => this.#log.warn({ err: error, jobId: message.jobId }, 'storing progress failed'));
+    this.#dispatcher.onThreadMessage(message);
   }
+
+  // ── events ────────────────────────────────────────────────────────────────
 
   #publish(changes: Changes): void {
     this.#publishJob(changes.job);
@@ -636,8 +429,7 @@ export class Scheduler {
 
   #countFinished(job: Job): void {
     this.metrics.finished(job.type, job.status as 'completed' | 'failed' | 'cancelled');
-    this.#recentFinishes.push(Date.now());
-    if (this.#recentFinishes.length > 100_000) this.#recentFinishes.splice(0, 50_000);
+    this.#finishRate.add(Date.now());
   }
 }
 

@@ -18,9 +18,12 @@ export interface AttemptInput {
   timeoutMs: number;
 }
 
-export type AttemptResult =
-  | { ok: true; result: unknown }
-  | { ok: false; error: { name: string; message: string; retryable: boolean } };
+export type AttemptResult = (
+  { ok: true; result: unknown } | { ok: false; error: { name: string; message: string; retryable: boolean } }
+) & {
+  /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
+  ms?: number;
+};
 
 /** The message a pool task carries: one or more attempts, run in order in one thread. */
 export interface ThreadTask {

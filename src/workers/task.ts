@@ -62,8 +62,7 @@ export interface StandardSchemaV1<Input = unknown, Output = Input> {
 }
 
 export type StandardSchemaResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
+  { readonly value: Output; readonly issues?: undefined } | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
 
 export interface StandardSchemaIssue {
   readonly message: string;

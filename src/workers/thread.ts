@@ -37,7 +37,10 @@ if (channel !== null) {
 export default async function runAttempts(task: ThreadTask): Promise<AttemptResult[]> {
   const results: AttemptResult[] = [];
   for (const attempt of task.attempts) {
-    results.push(await runAttempt(attempt));
+    const started = performance.now();
+    const result = await runAttempt(attempt);
+    result.ms = performance.now() - started;
+    results.push(result);
   }
   return results;
 }
