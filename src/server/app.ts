@@ -11,10 +11,14 @@ import {
 } from 'fastify-type-provider-zod';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
+import { validationError } from '../scheduler/errors.js';
 import { problem, problemFromError, sendProblem } from './problems.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
 import { registerSystemRoutes } from './routes/system.js';
+
+/** Bodies nest at most this deep; deeper ones would exhaust the stack of code that walks them. */
+const MAX_JSON_DEPTH = 64;
 
 export interface AppOptions {
   scheduler: Scheduler;
@@ -57,7 +61,12 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    parseJson(request, text, (error, value) => {
+      if (error !== null) done(error, undefined);
+      else if (nestingDepth(value) > MAX_JSON_DEPTH) {
+        done(validationError([{ path: 'body', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }]), undefined);
+      } else done(null, value);
+    });
   });
 
   // Bodies are JSON only: anything else is a 415.
@@ -122,6 +131,20 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   return app;
 }
 
+/** How deep arrays and objects nest in a parsed body, counted without recursion. */
+function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > deepest) deepest = depth;
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(current)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
@@ -135,15 +158,10 @@ function answerClientError(error: Error & { code?: string }, socket: Socket): vo
   const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
   const body = JSON.stringify(
     tooLarge
-      ? {
-          ...problem('validation_error', 'the request headers are too large'),
-          status: 431,
-          title: 'Request Header Fields Too Large',
-        }
+      ? problem('validation_error', 'the request headers are too large')
       : problem('validation_error', `the request is not valid HTTP (${error.code ?? 'malformed'})`),
   );
-  const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
   socket.end(
-    `HTTP/1.1 ${status}\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }

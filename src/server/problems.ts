@@ -47,13 +47,23 @@ export function sendProblem(reply: FastifyReply, body: Problem, headers: Record<
 interface ValidationItem {
   instancePath?: string;
   message?: string;
+  keyword?: string;
+  params?: { keys?: unknown };
 }
 
 function issuesFromValidation(error: FastifyError): FieldIssue[] {
   const items = (error.validation ?? []) as ValidationItem[];
-  return items.map((item) => {
+  return items.flatMap((item) => {
     const path = (item.instancePath ?? '').replace(/^\//, '').split('/').filter(Boolean).join('.');
-    return { path: path === '' ? (error.validationContext ?? 'body') : path, message: item.message ?? 'is invalid' };
+    // An unknown field is named in the path, so a client can point at it.
+    const keys = item.keyword === 'unrecognized_keys' ? item.params?.keys : undefined;
+    if (Array.isArray(keys) && keys.length > 0) {
+      return keys.map((key) => ({
+        path: path === '' ? String(key) : `${path}.${String(key)}`,
+        message: 'is not a known field',
+      }));
+    }
+    return [{ path: path === '' ? (error.validationContext ?? 'body') : path, message: item.message ?? 'is invalid' }];
   });
 }
 
@@ -66,6 +76,8 @@ const FRAMEWORK_CODES: Record<string, ProblemCode> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'validation_error',
   FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
   FST_ERR_BAD_URL: 'validation_error',
+  // Job ids are at most 64 characters, so a longer path segment names no job.
+  FST_ERR_MAX_PARAM_LENGTH: 'not_found',
   FST_ERR_ASYNC_CONSTRAINT: 'validation_error',
 };
 

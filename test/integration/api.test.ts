@@ -105,6 +105,9 @@ describe('the HTTP API', () => {
     assertProblem(await server.request('GET', '/v1/jobs/%E0%A4%A'), 400, 'validation_error');
     assertProblem(await server.request('GET', '/v1/jobs?limit=0'), 400, 'validation_error');
     assertProblem(await server.request('GET', '/v1/jobs?status=sleeping'), 400, 'validation_error');
+    const cursor = await server.request('GET', '/v1/jobs?cursor=not-a-cursor!');
+    assertProblem(cursor, 400, 'validation_error');
+    assert.equal(cursor.body.errors[0].path, 'cursor');
   });
 
   it('replays an idempotency key with the same input and refuses a different one', async () => {

@@ -57,7 +57,7 @@ export async function startServer(env: Record<string, string> = {}): Promise<Tes
     }
     const response = await fetch(`${url}${path}`, init);
     const text = await response.text();
-    let parsed: any = null; // JSON of any shape
+    let parsed: any; // JSON of any shape
     try {
       parsed = text === '' ? null : JSON.parse(text);
     } catch {

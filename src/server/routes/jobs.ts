@@ -244,9 +244,13 @@ async function streamJobEvents(
   const close = () => {
     clearInterval(keepalive);
     unsubscribe();
+    scheduler.drainSignal.removeEventListener('abort', close);
     if (!raw.writableEnded) raw.end();
   };
   request.raw.once('close', close);
+  // A draining server ends its streams, so clients reconnect to a live one.
+  if (scheduler.drainSignal.aborted) queueMicrotask(close);
+  else scheduler.drainSignal.addEventListener('abort', close, { once: true });
   const write = (current: Job) => {
     if (raw.writableEnded) return;
     raw.write(`event: job\ndata: ${JSON.stringify(renderJob(current))}\n\n`);
