@@ -89,6 +89,8 @@ export class Dispatcher {
   #dueAt: number | null = null;
   #heartbeatTimer: NodeJS.Timeout | null = null;
   #idleWaiters: Array<() => void> = [];
+  #messagesSent = 0;
+  #attemptsSent = 0;
 
   constructor(options: DispatcherOptions) {
     this.#options = options;
@@ -145,6 +147,11 @@ export class Dispatcher {
   resume(): void {
     this.#paused = false;
     this.pump();
+  }
+
+  /** Messages sent to threads and attempts they carried, since start: their ratio is the mean batch size. */
+  get stats(): { messages: number; attempts: number } {
+    return { messages: this.#messagesSent, attempts: this.#attemptsSent };
   }
 
   /** Threads running a message now. */
@@ -296,6 +303,8 @@ export class Dispatcher {
       startedAt: now,
     };
     this.#batches.add(batch);
+    this.#messagesSent += 1;
+    this.#attemptsSent += jobs.length;
     const attempts: AttemptInput[] = [];
     for (const job of jobs) {
       this.#byJob.set(job.id, batch);

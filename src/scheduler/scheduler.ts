@@ -392,6 +392,11 @@ export class Scheduler {
     };
   }
 
+  /** Messages sent to threads and the attempts they carried (micro-batching makes the second larger). */
+  get dispatchStats(): { messages: number; attempts: number } {
+    return this.#dispatcher.stats;
+  }
+
   /** Whether the pool has live threads (for /ready). */
   get poolAlive(): boolean {
     return !this.#draining && this.#pool.liveThreads > 0;
