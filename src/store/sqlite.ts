@@ -117,7 +117,6 @@ CREATE TABLE jobs (
 CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX jobs_status_id ON jobs (status, id);
 CREATE INDEX jobs_type_id ON jobs (type, id);
-CREATE INDEX jobs_status_type_id ON jobs (status, type, id);
 CREATE INDEX jobs_status_finished_at ON jobs (status, finished_at) WHERE finished_at IS NOT NULL;
 CREATE TABLE job_deps (
   child TEXT NOT NULL,
@@ -230,6 +229,12 @@ export class SqliteStore implements JobStore {
   readonly #queuedAt = new Map<string, number>();
   /** Scheduled and retrying jobs → their current runAt; a heap entry with another runAt is dead. */
   readonly #dueAt = new Map<string, DueState>();
+  /**
+   * Jobs this store claimed and that are still running, as claim read them: a
+   * finish builds its answer from this copy instead of reading the row back, which
+   * keeps the per-job hot path to one lean UPDATE.
+   */
+  readonly #runningJobs = new Map<string, Job>();
   #byStatus = emptyByStatus();
   #queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
   #pending = 0;
@@ -599,7 +604,8 @@ export class SqliteStore implements JobStore {
         const entry = fifo.shift();
         if (entry === undefined) break;
         if (this.#queuedAt.get(entry.id) !== entry.readyAt) continue;
-        const row = this.#s.claim.get(now, lease.owner, lease.expiresAt, entry.id);
+        const changed = this.#s.claim.run(now, lease.owner, lease.expiresAt, entry.id).changes;
+        const row = changed === 1 ? this.#s.selectJob.get(entry.id) : undefined;
         if (row === undefined) {
           // The file disagrees with the index; trust the file.
           this.#rebuildIndex();
@@ -608,6 +614,7 @@ export class SqliteStore implements JobStore {
         this.#track(row.id, row.priority, 'queued', 'running', null, null);
         const job = toJob(row) as ClaimedJob;
         job.parents = this.#parents(job.dependsOn);
+        this.#runningJobs.set(job.id, job);
         claimed.push(job);
       }
     }
@@ -625,6 +632,14 @@ export class SqliteStore implements JobStore {
 
   #finish(id: string, lease: Lease, outcome: AttemptOutcome, now: number): Changes | null {
     if (outcome.kind === 'completed') {
+      const running = this.#runningJobs.get(id);
+      if (running !== undefined) {
+        if (this.#s.completeLean.run(jsonOrNull(outcome.result), now, id, lease.owner).changes === 0) return null;
+        this.#track(id, running.priority, 'running', 'completed', null, null);
+        const { parents: _parents, ...rest } = running as ClaimedJob;
+        const job: Job = { ...rest, status: 'completed', result: outcome.result ?? null, finishedAt: now, runAt: null };
+        return { job, others: this.#releaseDependents(id, now) };
+      }
       const row = this.#s.complete.get(jsonOrNull(outcome.result), now, id, lease.owner);
       if (row === undefined) return null;
       this.#track(id, row.priority, 'running', 'completed', null, null);
@@ -794,7 +809,8 @@ export class SqliteStore implements JobStore {
     if (from !== null) {
       this.#byStatus[from]--;
       if (isPending(from)) this.#pending--;
-      if (from === 'queued') {
+      if (from === 'running') this.#runningJobs.delete(id);
+      else if (from === 'queued') {
         this.#queuedByPriority[priority] = (this.#queuedByPriority[priority] ?? 0) - 1;
         this.#queuedAt.delete(id);
         this.#compactFifos();
@@ -852,6 +868,7 @@ export class SqliteStore implements JobStore {
     this.#heap.clear();
     this.#queuedAt.clear();
     this.#dueAt.clear();
+    this.#runningJobs.clear();
     for (const row of this.#s.countByStatus.all()) {
       if (!(row.status in this.#byStatus)) continue;
       this.#byStatus[row.status] += row.n;
@@ -935,10 +952,10 @@ function prepareStatements(db: Database.Database) {
       `UPDATE jobs SET status = 'queued', ready_at = ?, run_at = NULL
        WHERE id = ? AND status IN ('scheduled', 'retrying') AND run_at = ?`,
     ),
-    claim: prepare<JobRow>(
+    claim: prepare(
       `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ?, lease_owner = ?,
          lease_expires_at = ?, progress = NULL, run_at = NULL
-       WHERE id = ? AND status = 'queued' RETURNING *`,
+       WHERE id = ? AND status = 'queued'`,
     ),
     heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
     setProgress: prepare<JobRow>(
@@ -947,6 +964,10 @@ function prepareStatements(db: Database.Database) {
     complete: prepare<JobRow>(
       `UPDATE jobs SET status = 'completed', result = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE id = ? AND status = 'running' AND lease_owner = ? RETURNING *`,
+    ),
+    completeLean: prepare(
+      `UPDATE jobs SET status = 'completed', result = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     ),
     failRunning: prepare<JobRow>(
       `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('loadConfig', () => {
+  it('has the documented defaults', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 3000);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.store, 'sqlite:./data/kiln.db');
+    assert.ok(config.threads >= 1);
+    assert.equal(config.maxQueued, 100_000);
+    assert.equal(config.threadMaxMemoryMb, 512);
+    assert.equal(config.sqliteSync, 'full');
+    assert.equal(config.tasksDir, null);
+    assert.deepEqual(config.apiTokens, []);
+    assert.equal(config.maxBodyBytes, 1_048_576);
+    assert.equal(config.shutdownGraceMs, 30_000);
+    assert.equal(config.leaseMs, 30_000);
+    assert.equal(config.retainCompletedMs, 86_400_000);
+    assert.equal(config.retainFailedMs, 7 * 86_400_000);
+    assert.equal(config.logLevel, 'info');
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      HOST: '0.0.0.0',
+      KILN_STORE: 'memory',
+      KILN_THREADS: '3',
+      KILN_MAX_QUEUED: '0010',
+      KILN_SQLITE_SYNC: 'NORMAL',
+      KILN_TASKS_DIR: '/srv/tasks',
+      KILN_API_TOKENS: ' a , b,,',
+      KILN_SHUTDOWN_GRACE_MS: '0',
+      LOG_LEVEL: 'debug',
+    });
+    assert.equal(config.port, 8080);
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.store, 'memory');
+    assert.equal(config.threads, 3);
+    assert.equal(config.maxQueued, 10);
+    assert.equal(config.sqliteSync, 'normal');
+    assert.equal(config.tasksDir, '/srv/tasks');
+    assert.deepEqual(config.apiTokens, ['a', 'b']);
+    assert.equal(config.shutdownGraceMs, 0);
+    assert.equal(config.logLevel, 'debug');
+  });
+
+  for (const [name, value, expected] of [
+    ['KILN_THREADS', 'abc', 'KILN_THREADS must be an integer from 1 to 256, got "abc"'],
+    ['KILN_THREADS', '0', 'KILN_THREADS must be an integer from 1 to 256, got "0"'],
+    ['PORT', '70000', 'PORT must be an integer from 0 to 65535, got "70000"'],
+    ['KILN_MAX_QUEUED', '1.5', 'KILN_MAX_QUEUED must be an integer from 1 to 100000000, got "1.5"'],
+    ['KILN_SQLITE_SYNC', 'sometimes', 'KILN_SQLITE_SYNC must be one of full, normal, got "sometimes"'],
+    ['KILN_STORE', 'mysql://x', 'KILN_STORE must be "memory", "sqlite:<path>" or "postgres://...", got "mysql://x"'],
+    ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+  ] as const) {
+    it(`refuses ${name}=${value} naming the variable, the value and what was expected`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) => error instanceof ConfigError && error.message === expected,
+      );
+    });
+  }
+});

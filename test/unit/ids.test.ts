@@ -1,0 +1,24 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { newJobId } from '../../src/jobs/ids.js';
+
+describe('newJobId', () => {
+  it('makes UUIDv7 strings', () => {
+    assert.match(newJobId(), /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('sorts by creation, also within one millisecond and when the clock steps back', () => {
+    const now = Date.now();
+    const ids = [...Array.from({ length: 5000 }, () => newJobId(now)), newJobId(now - 10_000), newJobId(now + 1)];
+    const sorted = [...ids].sort();
+    assert.deepEqual(sorted, ids);
+    assert.equal(new Set(ids).size, ids.length);
+  });
+
+  it('carries its time in the first 48 bits', () => {
+    const at = Date.UTC(2026, 10, 22, 10, 0, 0);
+    const id = newJobId(at + 3_600_000);
+    const ms = Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+    assert.ok(ms >= at + 3_600_000);
+  });
+});
