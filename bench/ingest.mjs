@@ -4,7 +4,8 @@
  * req/s and p99 latency of Kiln with the durable SQLite store and with the memory store,
  * next to a raw fastify server that validates the same body with the same zod schemas
  * and answers 201. With taskset, the load generator runs on core 0 and every server on
- * the other cores, so the servers do not share a core with autocannon.
+ * the other cores, so the servers do not share a core with autocannon. The order of the
+ * three systems rotates from run to run.
  *
  *   node bench/ingest.mjs [--size tiny|full] [--runs N] [--cpu-prof]
  */
@@ -55,7 +56,10 @@ await runBenchmark(NAME, async () => {
   const runs = [];
   for (let run = 1; run <= options.runs; run++) {
     const record = { run };
-    for (const system of systems) {
+    // The order rotates from run to run, so that a neighbour's load on this shared machine does not
+    // always fall on the same system.
+    const order = systems.map((_, i) => systems[(i + run - 1) % systems.length]);
+    for (const system of order) {
       const server = await startSystem(system, pins?.server ?? null, options);
       try {
         const result = await runNodeJson(

@@ -3,10 +3,11 @@
  * table: bench/results/summary.md (summary.tiny.md for the tiny size), and the table in bench/README.md after a full
  * run (a tiny run's figures mean nothing). Exits non-zero if any benchmark broke.
  *
- *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b]
+ *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b] [--table-only]
  *
  * `--runs` is passed on to every benchmark; without it each uses its own default (3 at
- * the full size, 1 for memory; 1 at the tiny size).
+ * the full size, 1 for memory; 1 at the tiny size). `--table-only` runs nothing and only
+ * rewrites the table from the result files already there.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -21,7 +22,12 @@ const START = '<!-- results:start -->';
 const END = '<!-- results:end -->';
 
 const { values } = parseArgs({
-  options: { size: { type: 'string', default: 'full' }, runs: { type: 'string' }, only: { type: 'string' } },
+  options: {
+    size: { type: 'string', default: 'full' },
+    runs: { type: 'string' },
+    only: { type: 'string' },
+    'table-only': { type: 'boolean', default: false },
+  },
   strict: true,
 });
 if (values.size !== 'full' && values.size !== 'tiny') {
@@ -57,7 +63,7 @@ function runOne(name) {
 
 const started = Date.now();
 const outcomes = [];
-for (const name of selected) {
+for (const name of values['table-only'] ? [] : selected) {
   console.log(`\n=== ${name} (${values.size}) ===`);
   const t0 = Date.now();
   const code = await runOne(name);

@@ -8,7 +8,8 @@
  * with concurrency 50 and an in-process no-op processor; first add → last completion).
  * Also the server's event-loop lag during the Kiln runs (figure 6). Nothing is pinned:
  * Kiln's main thread and its pool share the cores with the load generator, and so do
- * BullMQ's producer, worker and Redis.
+ * BullMQ's producer, worker and Redis. The order of the four measurements rotates from
+ * run to run.
  *
  *   node bench/throughput.mjs [--size tiny|full] [--runs N] [--cpu-prof]
  */
@@ -61,10 +62,21 @@ await runBenchmark(NAME, async () => {
 
   const runs = [];
   for (let run = 1; run <= options.runs; run++) {
-    const piscina = await measurePiscinaRun({ task: 'noop', payload: {}, count: total, threads: cores });
-    const batch = await kilnRun('batch', total, cores, options);
-    const single = await kilnRun('single', total, cores, options);
-    const bullmq = redisDown === null ? await measureBullmqRun({ total }) : null;
+    // The order rotates from run to run, so that a neighbour's load on this shared machine does not
+    // always fall on the same system.
+    const measurements = {
+      piscina: () => measurePiscinaRun({ task: 'noop', payload: {}, count: total, threads: cores }),
+      batch: () => kilnRun('batch', total, cores, options),
+      single: () => kilnRun('single', total, cores, options),
+      bullmq: () => (redisDown === null ? measureBullmqRun({ total }) : null),
+    };
+    const names = Object.keys(measurements);
+    const measured = {};
+    for (let i = 0; i < names.length; i++) {
+      const name = names[(i + run - 1) % names.length];
+      measured[name] = await measurements[name]();
+    }
+    const { piscina, batch, single, bullmq } = measured;
     const record = {
       run,
       piscina,

@@ -130,7 +130,7 @@ export async function measureBullmqRun({ total, batchSize = 100, concurrency = 8
       jobsPerSecond: (total / elapsedMs) * 1000,
     };
   } catch (error) {
-    throw new Error(`${error.message}${stderr === '' ? '' : `\n${stderr.trim()}`}`);
+    throw new Error(`${error.message}${stderr === '' ? '' : `\n${stderr.trim()}`}`, { cause: error });
   } finally {
     if (worker.exitCode === null) worker.kill('SIGKILL');
     await deleteQueueKeys(queueName);

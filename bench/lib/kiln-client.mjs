@@ -3,6 +3,8 @@
  * the queue, /metrics, and waiting until every submitted job has finished.
  */
 
+// A Node global that not every linter configuration knows.
+const { AbortSignal } = globalThis;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export async function requestJson(url, { method = 'GET', body, timeoutMs = 30_000 } = {}) {

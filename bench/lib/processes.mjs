@@ -14,6 +14,8 @@ export const BENCH_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const ROOT_DIR = resolve(BENCH_DIR, '..');
 export const KILN_MAIN = join(ROOT_DIR, 'dist', 'src', 'main.js');
 
+// A Node global that not every linter configuration knows.
+const { AbortSignal } = globalThis;
 const children = new Set();
 
 /** Kills every child still alive (SIGKILL: a benchmark's children hold nothing worth a graceful stop). */
@@ -196,7 +198,7 @@ export async function startKiln(options = {}) {
     await waitForExit(child, 5000);
     const tail = logTail();
     cleanup();
-    throw new Error(`${error.message}${tail === '' ? '' : `\nits log ends:\n${tail}`}`);
+    throw new Error(`${error.message}${tail === '' ? '' : `\nits log ends:\n${tail}`}`, { cause: error });
   }
   let stopped = null;
   return {
@@ -230,7 +232,7 @@ export async function startServerScript(script, input, options = {}) {
     await waitUntilServing(child, `${url}${readyPath}`, 20_000, () => name);
   } catch (error) {
     child.kill('SIGKILL');
-    throw new Error(`${error.message}\n${stderr.trim()}`);
+    throw new Error(`${error.message}\n${stderr.trim()}`, { cause: error });
   }
   return {
     url,

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { arch, availableParallelism, cpus, platform, release, totalmem } from 'node:os';
+import { arch, availableParallelism, cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR, hasTaskset, killAllChildren, ROOT_DIR } from './processes.mjs';
@@ -56,6 +56,8 @@ export function machine() {
     node: process.version,
     os: `${platform()} ${release()} ${arch()}`,
     taskset: hasTaskset(),
+    // Other work on a shared machine shows here: 1-minute load average when the result is written.
+    loadAverage1m: Math.round(loadavg()[0] * 100) / 100,
   };
 }
 

@@ -72,6 +72,14 @@ function memory(r) {
   return { rows, when: `memory: ${when(r)}` };
 }
 
+/** Rows given as `| a | b |` lines, padded the way Prettier and Biome format a Markdown table. */
+function markdownTable(header, rows) {
+  const cells = [header, ...rows.map((row) => row.slice(2, -2).split(' | '))];
+  const widths = header.map((_, i) => Math.max(3, ...cells.map((row) => (row[i] ?? '').length)));
+  const line = (row) => `| ${widths.map((w, i) => (row[i] ?? '').padEnd(w)).join(' | ')} |`;
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.slice(1).map(line)];
+}
+
 /** Markdown: one table of every figure of the given size found in bench/results/, with dates, machine and lag. */
 export function resultsTable(size = 'full') {
   const parts = [
@@ -87,9 +95,10 @@ export function resultsTable(size = 'full') {
     })
     .filter((part) => part !== null);
   const lines = [
-    '| figure | Kiln | baseline (same run) | ratio | target |',
-    '|---|---|---|---|---|',
-    ...parts.flatMap((p) => p.rows),
+    ...markdownTable(
+      ['figure', 'Kiln', 'baseline (same run)', 'ratio', 'target'],
+      parts.flatMap((p) => p.rows),
+    ),
     '',
     'Main-thread event-loop lag p99 during the runs (figure 6): ' +
       (parts
