@@ -11,6 +11,8 @@ import { BENCH_DIR, hasTaskset, killAllChildren, ROOT_DIR } from './processes.mj
 
 export const RESULTS_DIR = join(BENCH_DIR, 'results');
 
+let measuredVersion = null;
+
 /**
  * `--size tiny|full` (default full), `--runs N` (default: `defaultRuns[size]`),
  * `--cpu-prof` (write a CPU profile of each Kiln server to bench/results/profiles/).
@@ -31,6 +33,8 @@ export function benchOptions(defaultRuns = { full: 3, tiny: 1 }) {
   if (!Number.isInteger(runs) || runs < 1 || runs > 50) {
     throw new Error(`--runs must be an integer from 1 to 50, got ${JSON.stringify(values.runs)}`);
   }
+  // The source as the benchmark starts: others may commit while it runs.
+  measuredVersion ??= kilnVersion();
   const cpuProf = values['cpu-prof'] ? join(RESULTS_DIR, 'profiles') : null;
   if (cpuProf !== null) mkdirSync(cpuProf, { recursive: true });
   return { size: values.size, tiny: values.size === 'tiny', runs, cpuProf };
@@ -108,7 +112,7 @@ export function writeResult(name, data) {
   const path = resultPath(name, data.size);
   writeFileSync(
     path,
-    `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), kiln: kilnVersion(), ...data }, null, 2)}\n`,
+    `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), kiln: measuredVersion ?? kilnVersion(), ...data }, null, 2)}\n`,
   );
   return path;
 }

@@ -20,7 +20,12 @@ const verdict = (met) => (met === null || met === undefined ? 'not judged' : met
 
 function when(result) {
   const m = result.machine;
-  return `${result.date.slice(0, 10)}, ${m.cores} cores (${m.cpuModel}), Node ${m.node}, ${result.size} size, ${result.parameters.runs} run(s)`;
+  const kiln =
+    result.kiln === undefined
+      ? ''
+      : `, Kiln ${result.kiln.commit}${result.kiln.srcDirty ? ' with uncommitted src/ edits' : ''}`;
+  const load = m.loadAverage1m === undefined ? '' : `, load average ${m.loadAverage1m} at the end`;
+  return `${result.date.slice(0, 16).replace('T', ' ')} UTC, ${m.cores} cores (${m.cpuModel}), Node ${m.node}${kiln}${load}, ${result.size} size, ${result.parameters.runs} run(s)`;
 }
 
 function cpuEfficiency(r) {
