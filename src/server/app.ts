@@ -83,8 +83,10 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   if (options.apiTokens.length > 0) {
     const digests = options.apiTokens.map((token) => sha256(token));
     app.addHook('onRequest', async (request, reply) => {
-      const path = request.url;
-      if (!(path.startsWith('/v1/') || path === '/v1' || path.startsWith('/metrics'))) return;
+      // Decided by the route the request matched, not by its raw URL: the router decodes
+      // percent-escapes and accepts absolute-form targets, which a prefix test would miss.
+      const route = request.routeOptions.url;
+      if (route === undefined || !(route.startsWith('/v1/') || route === '/metrics')) return;
       const header = request.headers.authorization;
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
       const presented = match?.[1] === undefined ? null : sha256(match[1]);

@@ -1,10 +1,23 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { PROBLEM_CODES } from '../../src/server/problems.js';
 import { repoRoot, startServer, type TestServer } from '../support/kiln.js';
+
+/** Sends raw bytes to the server and answers everything it wrote back. */
+function rawRequest(url: string, text: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.end(text));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+}
 
 function assertProblem(response: { status: number; headers: Headers; body: any }, status: number, code: string) {
   assert.equal(response.status, status, JSON.stringify(response.body));
@@ -194,6 +207,30 @@ describe('the HTTP API', () => {
     assert.equal(mid.error.code, 'dependency_failed');
   });
 
+  it('retries a dependent only after its failed dependency was retried and completed', async () => {
+    await server.request('POST', '/v1/queue/pause');
+    const batch = await server.request('POST', '/v1/jobs/batch', {
+      jobs: [
+        { ref: 'parent', type: 'noop' },
+        { ref: 'child', type: 'noop', dependsOn: ['ref:parent'] },
+      ],
+    });
+    const [parent, child] = batch.body.jobs;
+    assert.equal((await server.request('POST', `/v1/jobs/${parent.id}/cancel`)).body.status, 'cancelled');
+    const failed = await server.request('GET', `/v1/jobs/${child.id}`);
+    assert.equal(failed.body.status, 'failed');
+    assert.equal(failed.body.error.code, 'dependency_failed');
+    const refused = await server.request('POST', `/v1/jobs/${child.id}/retry`);
+    assertProblem(refused, 409, 'invalid_state');
+    assert.match(refused.body.detail, new RegExp(parent.id));
+    assert.equal((await server.request('POST', `/v1/jobs/${parent.id}/retry`)).body.status, 'queued');
+    await server.request('POST', '/v1/queue/resume');
+    assert.equal((await server.waitForJob(parent.id)).status, 'completed');
+    const retried = await server.request('POST', `/v1/jobs/${child.id}/retry`);
+    assert.equal(retried.body.status, 'queued');
+    assert.equal((await server.waitForJob(child.id)).status, 'completed');
+  });
+
   it('stores nothing of a batch with one bad item, and names the item', async () => {
     const before = await server.request('GET', '/v1/queue');
     const batch = await server.request('POST', '/v1/jobs/batch', {
@@ -336,6 +373,17 @@ describe('admission and auth', () => {
     );
     assert.equal((await server.request('GET', '/health')).status, 200);
     assert.equal((await server.request('GET', '/ready')).status, 200);
+  });
+
+  it('cannot be side-stepped with percent-encoded or absolute-form paths', async () => {
+    for (const path of ['/%761/queue', '/%76%31/tasks', '/%6detrics', '/v1/queue?x=1', '/metrics?x']) {
+      const response = await server.request('GET', path);
+      assert.equal(response.status, 401, `${path}: ${response.status}`);
+    }
+    const raw = await rawRequest(server.url, 'GET http://x/v1/queue HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.match(raw, /^HTTP\/1\.1 401 /);
+    const head = await rawRequest(server.url, 'HEAD /%761/queue HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 401 /);
   });
 
   it('refuses admission past capacity with 429 and Retry-After, all or nothing', async () => {
