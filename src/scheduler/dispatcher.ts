@@ -52,16 +52,17 @@ const COST_WEIGHT = 0.2;
  * empty and priority is decided at the last moment. A finishing batch frees its
  * thread and pumps before its outcomes are even written.
  *
- * Micro-batching: when a claimed job's type is known to be tiny (mean attempt time
- * under TINY_JOB_MS) the dispatcher claims more of the next-best jobs for the same
- * thread, up to `batchBudgetMs` of expected work, and sends them in one message.
- * The batch ends at the first job that is not tiny, so a tiny job never waits
- * behind a slow one. The price: a higher-priority job that arrives meanwhile waits
- * for at most one running batch (≈ batchBudgetMs) instead of one job. A batch that
- * times out or loses its thread cannot tell which job was at fault, so every job in
- * it is released (the attempt is not counted) and its types run one job per
- * message until they prove tiny again; a single-job message keeps exact per-job
- * timeouts and crash attribution.
+ * Micro-batching: when a claimed job's type is known to be tiny (mean attempt time,
+ * measured inside the thread, under TINY_JOB_MS) the dispatcher claims more of the
+ * next-best jobs for the same thread, up to `batchBudgetMs` of expected work, and
+ * sends them in one message. That claim stops at the first job that is not tiny,
+ * which stays first in line for the next free thread, so a batch never holds a slow
+ * job and priority order holds across batches. The price: a job that arrives
+ * meanwhile waits for at most one running batch (≈ batchBudgetMs) instead of one
+ * job. A batch that times out or loses its thread cannot tell which job was at
+ * fault, so every job in it is released (the attempt is not counted) and runs alone
+ * next, where a timeout or crash is its own; a single-job message keeps exact
+ * per-job timeouts and crash attribution.
  *
  * Timers: one per running message (its timeout), one for the store's earliest
  * `runAt`, one heartbeat. Never one per queued job.
@@ -80,6 +81,8 @@ export class Dispatcher {
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
   readonly #costs = new Map<string, TypeCost>();
+  /** Jobs given back by a batch that timed out or lost its thread: each runs alone next. */
+  readonly #solo = new Set<string>();
   #started = false;
   #paused = false;
   #stopped = false;
@@ -200,6 +203,8 @@ export class Dispatcher {
     this.#pumping = true;
     void this.#pumpLoop().finally(() => {
       this.#pumping = false;
+      // A pump asked for while the loop was finishing must not be lost.
+      if (this.#pumpAgain) this.pump();
     });
   }
 
@@ -230,23 +235,26 @@ export class Dispatcher {
     }
   }
 
-  /** Grow a batch of tiny jobs with the next-best ready jobs, up to the budget. */
+  /**
+   * Grow a batch of tiny jobs with the next-best ready jobs, up to the budget. The
+   * claim stops at the first job that is not tiny (or must run alone): it stays first
+   * in line for the next free thread, so a batch never holds a slow job.
+   */
   async #extendBatch(batch: ClaimedJob[], now: number): Promise<void> {
-    let expectedMs = this.#tinyCost(batch[0]?.type);
+    const first = batch[0];
+    if (first === undefined || this.#solo.has(first.id)) return;
+    let expectedMs = this.#tinyCost(first.type);
     if (expectedMs === null) return;
+    const accept = (job: { id: string; type: string }) => !this.#solo.has(job.id) && this.#tinyCost(job.type) !== null;
     while (batch.length < this.#maxBatch && expectedMs < this.#batchBudgetMs) {
       const room = Math.min(
         this.#maxBatch - batch.length,
         Math.max(1, Math.floor((this.#batchBudgetMs - expectedMs) / Math.max(expectedMs / batch.length, 0.001))),
       );
-      const more = await this.#store.claim(room, this.#lease(now), now);
-      if (more.length === 0) return;
+      const more = await this.#store.claim(room, this.#lease(now), now, accept);
       for (const job of more) {
         batch.push(job);
-        const cost = this.#tinyCost(job.type);
-        // The first job that is not tiny ends the batch; it runs last, delaying no one.
-        if (cost === null) return;
-        expectedMs += cost;
+        expectedMs += this.#tinyCost(job.type) ?? this.#batchBudgetMs;
       }
       if (more.length < room) return;
     }
@@ -275,6 +283,14 @@ export class Dispatcher {
 
   async #armDueTimer(): Promise<void> {
     if (this.#stopped || this.#paused) return;
+    if (this.#batches.size >= this.#options.threads) {
+      // No thread is free: the next batch to end pumps (which promotes due jobs), so a
+      // timer would only wake to find nothing to do.
+      if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
+      this.#dueTimer = null;
+      this.#dueAt = null;
+      return;
+    }
     const dueAt = await this.#store.nextDueAt();
     if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
@@ -345,7 +361,9 @@ export class Dispatcher {
   async #settle(batch: Batch, results: AttemptResult[] | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
     this.#batches.delete(batch);
-    for (const job of batch.jobs) this.#byJob.delete(job.id);
+    for (const job of batch.jobs) {
+      if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
+    }
     if (this.#batches.size === 0) {
       for (const resolve of this.#idleWaiters.splice(0)) resolve();
     }
@@ -354,10 +372,11 @@ export class Dispatcher {
     const now = Date.now();
     const elapsedMs = now - batch.startedAt;
     if (results !== null) this.#learnCost(batch, results, elapsedMs);
-    else if (batch.jobs.length > 1) {
-      // The thread cannot say which job was at fault: forget these types' costs so
-      // they run alone until they prove tiny again.
-      for (const job of batch.jobs) this.#costs.delete(job.type);
+    if (batch.jobs.length === 1) this.#solo.delete(batch.jobs[0]?.id ?? '');
+    else if (results === null && batch.abortReason !== 'shutdown') {
+      // The thread cannot say which job was at fault: each runs alone next, where a
+      // timeout or crash is its own (and uses up its attempt).
+      for (const job of batch.jobs) this.#solo.add(job.id);
     }
     const seconds = elapsedMs / 1000 / batch.jobs.length;
     let pumpAfter = false;
@@ -432,7 +451,11 @@ export class Dispatcher {
         for (const id of lost) this.abandon(id, 'lease_lost');
       }
       const recovered = await this.#store.recoverExpired(now);
-      for (const job of recovered) this.#options.onChanges({ job, others: [] });
+      for (const job of recovered) {
+        // One of ours whose lease ran out (the event loop stalled): it runs again elsewhere.
+        this.abandon(job.id, 'lease_lost');
+        this.#options.onChanges({ job, others: [] });
+      }
       if (recovered.length > 0) this.pump();
     } catch (error) {
       this.#options.onError('heartbeat failed', error);

@@ -145,20 +145,39 @@ export class KilnMetrics {
   }
 
   submitted(type: string, n = 1): void {
-    this.#submitted.inc({ type }, n);
+    this.#child(this.#submitted, type).inc(n);
   }
 
   finished(type: string, status: 'completed' | 'failed' | 'cancelled'): void {
-    this.#finished.inc({ type, status });
+    this.#child(this.#finished, type, status).inc();
   }
 
   attempt(type: string, outcome: AttemptMetricOutcome, seconds: number): void {
-    this.#attempts.inc({ type, outcome });
-    this.#run.observe({ type, outcome }, seconds);
+    this.#child(this.#attempts, type, outcome).inc();
+    this.#child(this.#run, type, outcome).observe(seconds);
   }
 
   waited(type: string, seconds: number): void {
-    this.#wait.observe({ type }, seconds);
+    this.#child(this.#wait, type).observe(seconds);
+  }
+
+  // Label lookups hash the label set on every call; these run several times per job,
+  // so the bound children are kept (the label values are task types and fixed words).
+  readonly #children = new Map<object, Map<string, unknown>>();
+
+  #child<C>(metric: { labels(...values: string[]): C }, ...values: string[]): C {
+    let byKey = this.#children.get(metric);
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.#children.set(metric, byKey);
+    }
+    const key = values.join('\u0000');
+    let child = byKey.get(key) as C | undefined;
+    if (child === undefined) {
+      child = metric.labels(...values);
+      byKey.set(key, child);
+    }
+    return child;
   }
 
   rejected(reason: 'queue_full' | 'shutting_down'): void {

@@ -215,6 +215,7 @@ interface RunningRow {
 
 interface ReadyEntry {
   id: string;
+  type: string;
   readyAt: number;
 }
 
@@ -225,6 +226,7 @@ interface DueEntry {
 
 interface DueState {
   runAt: number;
+  type: string;
   status: 'scheduled' | 'retrying';
   priority: number;
 }
@@ -273,6 +275,8 @@ export class SqliteStore implements JobStore {
    * keeps the per-job hot path to one lean UPDATE.
    */
   readonly #runningJobs = new Map<string, Job>();
+  /** Ids that some job depends on: a finish of any other job skips the dependents query. */
+  readonly #parentIds = new Set<string>();
   #byStatus = emptyByStatus();
   #queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
   #pending = 0;
@@ -342,8 +346,13 @@ export class SqliteStore implements JobStore {
   // A claim resolves before its COMMIT: if the process dies before the commit, the
   // claim is lost and the job is still `queued` in the file, so it runs again, which
   // at-least-once delivery allows. Waiting would delay every dispatch by a commit.
-  claim(limit: number, lease: Lease, now: number): Promise<ClaimedJob[]> {
-    return this.#write(() => this.#claim(limit, lease, now), false);
+  claim(
+    limit: number,
+    lease: Lease,
+    now: number,
+    accept?: (job: { id: string; type: string }) => boolean,
+  ): Promise<ClaimedJob[]> {
+    return this.#write(() => this.#claim(limit, lease, now, accept), false);
   }
 
   // Like claim: a lost heartbeat only shortens a lease, and a crash ends every lease anyway.
@@ -361,7 +370,10 @@ export class SqliteStore implements JobStore {
   progress(id: string, lease: Lease, progress: Progress): Promise<Job | null> {
     return this.#write(() => {
       const row = this.#s.setProgress.get(JSON.stringify(progress), id, lease.owner);
-      return row === undefined ? null : toJob(row);
+      if (row === undefined) return null;
+      const running = this.#runningJobs.get(id);
+      if (running !== undefined) running.progress = progress;
+      return toJob(row);
     });
   }
 
@@ -627,21 +639,33 @@ export class SqliteStore implements JobStore {
       );
       for (let position = 0; position < job.dependsOn.length; position++) {
         this.#s.insertDep.run(job.id, job.dependsOn[position], position);
+        this.#parentIds.add(job.dependsOn[position] as string);
       }
     }
-    for (const job of created) this.#track(job.id, job.priority, null, job.status, job.readyAt, job.runAt);
+    for (const job of created) this.#track(job.id, job.type, job.priority, null, job.status, job.readyAt, job.runAt);
     return { ok: true, outcomes };
   }
 
-  #claim(limit: number, lease: Lease, now: number): ClaimedJob[] {
+  #claim(
+    limit: number,
+    lease: Lease,
+    now: number,
+    accept?: (job: { id: string; type: string }) => boolean,
+  ): ClaimedJob[] {
     this.#promoteDue(now);
     const claimed: ClaimedJob[] = [];
     for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY && claimed.length < limit; priority--) {
       const fifo = this.#fifos[priority] as Deque<ReadyEntry>;
       while (claimed.length < limit) {
-        const entry = fifo.shift();
+        const entry = fifo.peek();
         if (entry === undefined) break;
-        if (this.#queuedAt.get(entry.id) !== entry.readyAt) continue;
+        if (this.#queuedAt.get(entry.id) !== entry.readyAt) {
+          fifo.shift();
+          continue;
+        }
+        // The best ready job does not fit: stop rather than skip it, so order holds.
+        if (accept !== undefined && !accept(entry)) return claimed;
+        fifo.shift();
         const changed = this.#s.claim.run(now, lease.owner, lease.expiresAt, entry.id).changes;
         const values = changed === 1 ? this.#s.selectJobValues.get(entry.id) : undefined;
         const row = values === undefined ? undefined : rowFromValues(values);
@@ -650,7 +674,7 @@ export class SqliteStore implements JobStore {
           this.#rebuildIndex();
           continue;
         }
-        this.#track(row.id, row.priority, 'queued', 'running', null, null);
+        this.#track(row.id, row.type, row.priority, 'queued', 'running', null, null);
         const job = toJob(row) as ClaimedJob;
         job.parents = this.#parents(job.dependsOn);
         this.#runningJobs.set(job.id, job);
@@ -674,34 +698,35 @@ export class SqliteStore implements JobStore {
       const running = this.#runningJobs.get(id);
       if (running !== undefined) {
         if (this.#s.completeLean.run(jsonOrNull(outcome.result), now, id, lease.owner).changes === 0) return null;
-        this.#track(id, running.priority, 'running', 'completed', null, null);
+        this.#track(id, running.type, running.priority, 'running', 'completed', null, null);
         const { parents: _parents, ...rest } = running as ClaimedJob;
         const job: Job = { ...rest, status: 'completed', result: outcome.result ?? null, finishedAt: now, runAt: null };
         return { job, others: this.#releaseDependents(id, now) };
       }
       const row = this.#s.complete.get(jsonOrNull(outcome.result), now, id, lease.owner);
       if (row === undefined) return null;
-      this.#track(id, row.priority, 'running', 'completed', null, null);
+      this.#track(id, row.type, row.priority, 'running', 'completed', null, null);
       return { job: toJob(row), others: this.#releaseDependents(id, now) };
     }
     const error = JSON.stringify(outcome.error);
     if (outcome.kind === 'failed' && outcome.retryAt === null) {
       const row = this.#s.failRunning.get(error, now, id, lease.owner);
       if (row === undefined) return null;
-      this.#track(id, row.priority, 'running', 'failed', null, null);
+      this.#track(id, row.type, row.priority, 'running', 'failed', null, null);
       return { job: toJob(row), others: this.#failDependents(id, 'failed', now) };
     }
     const retryAt = outcome.retryAt as number;
     const refund = outcome.kind === 'released' ? 1 : 0;
     const row = this.#s.retryRunning.get(error, retryAt, refund, id, lease.owner);
     if (row === undefined) return null;
-    this.#track(id, row.priority, 'running', 'retrying', null, retryAt);
+    this.#track(id, row.type, row.priority, 'running', 'retrying', null, retryAt);
     return { job: toJob(row), others: [] };
   }
 
   /** Waiting children of `parentId` whose parents are now all completed become ready. */
   #releaseDependents(parentId: string, now: number): Job[] {
     const released: Job[] = [];
+    if (!this.#parentIds.has(parentId)) return released;
     for (const child of this.#s.waitingChildren.all(parentId)) {
       if (this.#s.unfinishedParent.get(child.id) !== undefined) continue;
       const scheduled = child.run_at !== null && child.run_at > now;
@@ -709,7 +734,7 @@ export class SqliteStore implements JobStore {
         ? this.#s.release.get('scheduled', null, child.run_at, child.id)
         : this.#s.release.get('queued', now, null, child.id);
       if (row === undefined) continue;
-      this.#track(row.id, row.priority, 'waiting', row.status, row.ready_at, row.run_at);
+      this.#track(row.id, row.type, row.priority, 'waiting', row.status, row.ready_at, row.run_at);
       released.push(toJob(row));
     }
     return released;
@@ -721,6 +746,7 @@ export class SqliteStore implements JobStore {
     const parents: { id: string; status: 'failed' | 'cancelled' }[] = [{ id: rootId, status: rootStatus }];
     for (let i = 0; i < parents.length; i++) {
       const parent = parents[i] as { id: string; status: 'failed' | 'cancelled' };
+      if (!this.#parentIds.has(parent.id)) continue;
       for (const child of this.#s.liveChildren.all(parent.id)) {
         const error: JobError = {
           code: 'dependency_failed',
@@ -729,7 +755,7 @@ export class SqliteStore implements JobStore {
         };
         const row = this.#s.failFrom.get(JSON.stringify(error), now, child.id, child.status);
         if (row === undefined) continue;
-        this.#track(row.id, row.priority, child.status, 'failed', null, null);
+        this.#track(row.id, row.type, row.priority, child.status, 'failed', null, null);
         failed.push(toJob(row));
         parents.push({ id: row.id, status: 'failed' });
       }
@@ -746,7 +772,7 @@ export class SqliteStore implements JobStore {
     const error: JobError = { code: 'cancelled', message: 'cancelled by request', attempt: state.attempts };
     const row = this.#s.cancel.get(JSON.stringify(error), now, id, state.status);
     if (row === undefined) return null;
-    this.#track(id, row.priority, state.status, 'cancelled', null, null);
+    this.#track(id, row.type, row.priority, state.status, 'cancelled', null, null);
     return { job: toJob(row), others: this.#failDependents(id, 'cancelled', now) };
   }
 
@@ -762,6 +788,12 @@ export class SqliteStore implements JobStore {
       if (status === undefined) {
         return invalidState(state.status, `dependency ${parent} no longer exists, so the job cannot be retried`);
       }
+      if (status === 'failed' || status === 'cancelled') {
+        return invalidState(
+          state.status,
+          `dependency ${parent} is ${status}; retry it first, then this job (it would otherwise wait forever)`,
+        );
+      }
       if (status !== 'completed') waiting = true;
     }
     this.#promoteDue(now);
@@ -769,7 +801,7 @@ export class SqliteStore implements JobStore {
       ? this.#s.retry.get('waiting', null, id, state.status)
       : this.#s.retry.get('queued', now, id, state.status);
     if (row === undefined) return null;
-    this.#track(id, row.priority, state.status, row.status, row.ready_at, null);
+    this.#track(id, row.type, row.priority, state.status, row.status, row.ready_at, null);
     return { job: toJob(row), others: [] };
   }
 
@@ -784,7 +816,7 @@ export class SqliteStore implements JobStore {
     }
     this.#s.deleteJob.run(id);
     this.#s.deleteDeps.run(id);
-    this.#track(id, state.priority, state.status, null, null, null);
+    this.#track(id, '', state.priority, state.status, null, null, null);
     return 'removed';
   }
 
@@ -796,7 +828,7 @@ export class SqliteStore implements JobStore {
       if (running.attempts >= running.max_attempts) {
         const row = this.#s.failFrom.get(error, now, running.id, 'running');
         if (row === undefined) continue;
-        this.#track(row.id, row.priority, 'running', 'failed', null, null);
+        this.#track(row.id, row.type, row.priority, 'running', 'failed', null, null);
         changed.push(toJob(row), ...this.#failDependents(row.id, 'failed', now));
       } else {
         const backoff = {
@@ -808,7 +840,7 @@ export class SqliteStore implements JobStore {
         const runAt = now + retryDelayMs(backoff, running.attempts, this.#random);
         const row = this.#s.interrupt.get(error, runAt, running.id);
         if (row === undefined) continue;
-        this.#track(row.id, row.priority, 'running', 'retrying', null, runAt);
+        this.#track(row.id, row.type, row.priority, 'running', 'retrying', null, runAt);
         changed.push(toJob(row));
       }
     }
@@ -826,7 +858,7 @@ export class SqliteStore implements JobStore {
       const due = this.#dueAt.get(top.id);
       if (due === undefined || due.runAt !== top.runAt) continue;
       if (this.#s.promote.run(now, top.id, top.runAt).changes === 1) {
-        this.#track(top.id, due.priority, due.status, 'queued', now, null);
+        this.#track(top.id, due.type, due.priority, due.status, 'queued', now, null);
       } else {
         this.#dueAt.delete(top.id);
       }
@@ -839,6 +871,7 @@ export class SqliteStore implements JobStore {
    */
   #track(
     id: string,
+    type: string,
     priority: number,
     from: JobStatus | null,
     to: JobStatus | null,
@@ -867,10 +900,10 @@ export class SqliteStore implements JobStore {
         const at = readyAt as number;
         this.#queuedByPriority[priority] = (this.#queuedByPriority[priority] ?? 0) + 1;
         this.#queuedAt.set(id, at);
-        this.#fifos[priority]?.push({ id, readyAt: at });
+        this.#fifos[priority]?.push({ id, type, readyAt: at });
       } else if (to === 'scheduled' || to === 'retrying') {
         const at = runAt as number;
-        this.#dueAt.set(id, { runAt: at, status: to, priority });
+        this.#dueAt.set(id, { runAt: at, type, status: to, priority });
         this.#heap.push({ runAt: at, id });
       }
     }
@@ -908,6 +941,8 @@ export class SqliteStore implements JobStore {
     this.#queuedAt.clear();
     this.#dueAt.clear();
     this.#runningJobs.clear();
+    this.#parentIds.clear();
+    for (const parent of this.#s.selectParentIds.all()) this.#parentIds.add(parent);
     for (const row of this.#s.countByStatus.all()) {
       if (!(row.status in this.#byStatus)) continue;
       this.#byStatus[row.status] += row.n;
@@ -919,11 +954,11 @@ export class SqliteStore implements JobStore {
     for (const row of this.#s.selectQueued.all()) {
       const readyAt = row.ready_at ?? 0;
       this.#queuedAt.set(row.id, readyAt);
-      this.#fifos[row.priority]?.push({ id: row.id, readyAt });
+      this.#fifos[row.priority]?.push({ id: row.id, type: row.type, readyAt });
     }
     for (const row of this.#s.selectDelayed.all()) {
       const runAt = row.run_at ?? 0;
-      this.#dueAt.set(row.id, { runAt, status: row.status, priority: row.priority });
+      this.#dueAt.set(row.id, { runAt, type: row.type, status: row.status, priority: row.priority });
       this.#heap.push({ runAt, id: row.id });
     }
   }
@@ -982,6 +1017,7 @@ function prepareStatements(db: Database.Database) {
        VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL)`,
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
+    selectParentIds: prepare<string>('SELECT DISTINCT parent FROM job_deps').pluck(),
     selectJob: prepare<JobRow>('SELECT * FROM jobs WHERE id = ?'),
     selectJobValues: db.prepare<unknown[], unknown[]>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE id = ?`).raw(),
     selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),
@@ -1065,12 +1101,16 @@ function prepareStatements(db: Database.Database) {
     countByStatus: prepare<{ status: JobStatus; priority: number; n: number }>(
       'SELECT status, priority, COUNT(*) AS n FROM jobs GROUP BY status, priority',
     ),
-    selectQueued: prepare<{ id: string; priority: number; ready_at: number | null }>(
-      `SELECT id, priority, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`,
+    selectQueued: prepare<{ id: string; type: string; priority: number; ready_at: number | null }>(
+      `SELECT id, type, priority, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`,
     ),
-    selectDelayed: prepare<{ id: string; status: 'scheduled' | 'retrying'; priority: number; run_at: number | null }>(
-      `SELECT id, status, priority, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`,
-    ),
+    selectDelayed: prepare<{
+      id: string;
+      type: string;
+      status: 'scheduled' | 'retrying';
+      priority: number;
+      run_at: number | null;
+    }>(`SELECT id, type, status, priority, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`),
     list: {
       all: listQuery(''),
       allBefore: listQuery('WHERE id < ?'),

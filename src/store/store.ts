@@ -23,9 +23,16 @@ export interface JobStore {
   /**
    * Claim up to `limit` ready jobs, best first (priority desc, then ready time asc,
    * then id), after promoting due `scheduled`/`retrying` jobs to `queued`. Claimed
-   * jobs become `running` under `lease`, `attempts` + 1, `startedAt` = now.
+   * jobs become `running` under `lease`, `attempts` + 1, `startedAt` = now. With
+   * `accept`, the claim stops at the first best ready job it refuses
+   * (that job stays first in line; nothing behind it is taken instead).
    */
-  claim(limit: number, lease: Lease, now: number): Promise<ClaimedJob[]>;
+  claim(
+    limit: number,
+    lease: Lease,
+    now: number,
+    accept?: (job: { id: string; type: string }) => boolean,
+  ): Promise<ClaimedJob[]>;
 
   /** Extend the lease of running jobs; answers the ids whose lease is no longer held. */
   heartbeat(ids: string[], lease: Lease): Promise<string[]>;

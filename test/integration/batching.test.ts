@@ -68,4 +68,20 @@ describe('micro-batches of tiny jobs', () => {
       'every tiny job completed',
     );
   });
+
+  it('never puts a slow job in a batch of tiny ones, so the batch timeout cannot kill it', async () => {
+    await server.request('POST', '/v1/queue/pause');
+    const ids = await submitBatch(server, [
+      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 300 })),
+      { type: 'cpu.spin', payload: { ms: 400 }, maxAttempts: 1 },
+      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 300 })),
+    ]);
+    await server.request('POST', '/v1/queue/resume');
+    const done: any[] = await Promise.all(ids.map((id) => server.waitForJob(id)));
+    const spin = done[30];
+    assert.equal(spin.status, 'completed', JSON.stringify(spin.error));
+    assert.equal(spin.attempts, 1);
+    assert.equal(spin.error, null);
+    assert.ok(done.every((job) => job.status === 'completed'));
+  });
 });
