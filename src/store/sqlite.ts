@@ -238,7 +238,14 @@ interface Waiter {
 
 interface OpenTransaction {
   waiters: Waiter[];
+  /** A commit at the end of this turn is scheduled. */
+  commitNow: boolean;
+  /** A commit within COMMIT_LAG_MS is scheduled. */
+  commitSoon: boolean;
 }
+
+/** How long a finish may wait for the commit that makes it durable (group commit). */
+const COMMIT_LAG_MS = 10;
 
 type Statement<R = unknown> = Database.Statement<unknown[], R>;
 
@@ -275,6 +282,8 @@ export class SqliteStore implements JobStore {
    * keeps the per-job hot path to one lean UPDATE.
    */
   readonly #runningJobs = new Map<string, Job>();
+  /** The lease owner each cached running job was claimed under. */
+  readonly #runningLease = new Map<string, string>();
   /** Ids that some job depends on: a finish of any other job skips the dependents query. */
   readonly #parentIds = new Set<string>();
   #byStatus = emptyByStatus();
@@ -352,7 +361,7 @@ export class SqliteStore implements JobStore {
     now: number,
     accept?: (job: { id: string; type: string }) => boolean,
   ): Promise<ClaimedJob[]> {
-    return this.#write(() => this.#claim(limit, lease, now, accept), false);
+    return this.#write(() => this.#claim(limit, lease, now, accept), 'lazy');
   }
 
   // Like claim: a lost heartbeat only shortens a lease, and a crash ends every lease anyway.
@@ -364,21 +373,27 @@ export class SqliteStore implements JobStore {
         if (this.#s.heartbeat.run(lease.expiresAt, id, lease.owner).changes === 0) lost.push(id);
       }
       return lost;
-    }, false);
+    }, 'lazy');
   }
 
+  /**
+   * Progress lives on the claimed copy in memory, not in the file: a handler may
+   * report it many times a second, and it only matters while the attempt runs. Reads
+   * overlay it; a completion writes the last report with the result.
+   */
   progress(id: string, lease: Lease, progress: Progress): Promise<Job | null> {
-    return this.#write(() => {
-      const row = this.#s.setProgress.get(JSON.stringify(progress), id, lease.owner);
-      if (row === undefined) return null;
+    return this.#read(() => {
       const running = this.#runningJobs.get(id);
-      if (running !== undefined) running.progress = progress;
-      return toJob(row);
+      if (running === undefined || running.status !== 'running') return null;
+      if (this.#runningLease.get(id) !== lease.owner) return null;
+      running.progress = progress;
+      const { parents: _parents, ...job } = running as ClaimedJob;
+      return { ...job };
     });
   }
 
   finish(id: string, lease: Lease, outcome: AttemptOutcome, now: number): Promise<Changes | null> {
-    return this.#write(() => this.#finish(id, lease, outcome, now));
+    return this.#write(() => this.#finish(id, lease, outcome, now), 'soon');
   }
 
   cancel(id: string, now: number): Promise<Changes | InvalidState | null> {
@@ -396,7 +411,11 @@ export class SqliteStore implements JobStore {
   get(id: string): Promise<Job | null> {
     return this.#read(() => {
       const row = this.#s.selectJob.get(id);
-      return row === undefined ? null : toJob(row);
+      if (row === undefined) return null;
+      const job = toJob(row);
+      const running = this.#runningJobs.get(id);
+      if (running !== undefined && job.status === 'running') job.progress = running.progress;
+      return job;
     });
   }
 
@@ -468,17 +487,21 @@ export class SqliteStore implements JobStore {
     }
   }
 
-  #write<T>(fn: () => T, waitForCommit = true): Promise<T> {
+  /**
+   * Runs `fn` in the open group transaction. `urgency` says when that transaction must
+   * commit: `now` at the end of this event-loop turn (a client waits for it: inserts,
+   * cancels), `soon` within COMMIT_LAG_MS (finishes: a burst of them shares one fsync),
+   * `lazy` with whatever commits next (claims, heartbeats: their promise does not wait).
+   */
+  #write<T>(fn: () => T, urgency: 'now' | 'soon' | 'lazy' = 'now'): Promise<T> {
     if (this.#closed) return Promise.reject(closedError());
     let tx = this.#tx;
     if (tx === null) {
       this.#s.begin.run();
-      const opened: OpenTransaction = { waiters: [] };
+      const opened: OpenTransaction = { waiters: [], commitNow: false, commitSoon: false };
       this.#tx = tx = opened;
-      setImmediate(() => {
-        if (this.#tx === opened) this.#commit(opened);
-      });
     }
+    this.#scheduleCommit(tx, urgency);
     let value: T;
     try {
       value = this.#atomic(fn) as T;
@@ -493,11 +516,25 @@ export class SqliteStore implements JobStore {
       }
       return Promise.reject(error);
     }
-    if (!waitForCommit) return Promise.resolve(value);
+    if (urgency === 'lazy') return Promise.resolve(value);
     const waiters = tx.waiters;
     return new Promise<T>((resolve, reject) => {
       waiters.push({ resolve: () => resolve(value), reject });
     });
+  }
+
+  #scheduleCommit(tx: OpenTransaction, urgency: 'now' | 'soon' | 'lazy'): void {
+    const commit = () => {
+      if (this.#tx === tx) this.#commit(tx);
+    };
+    if (urgency === 'now' && !tx.commitNow) {
+      tx.commitNow = true;
+      setImmediate(commit);
+    } else if (!tx.commitSoon && !tx.commitNow) {
+      // Lazy writes still commit within the lag, so a quiet server holds no open transaction.
+      tx.commitSoon = true;
+      setTimeout(commit, COMMIT_LAG_MS);
+    }
   }
 
   #commit(tx: OpenTransaction): void {
@@ -678,6 +715,7 @@ export class SqliteStore implements JobStore {
         const job = toJob(row) as ClaimedJob;
         job.parents = this.#parents(job.dependsOn);
         this.#runningJobs.set(job.id, job);
+        this.#runningLease.set(job.id, lease.owner);
         claimed.push(job);
       }
     }
@@ -697,7 +735,10 @@ export class SqliteStore implements JobStore {
     if (outcome.kind === 'completed') {
       const running = this.#runningJobs.get(id);
       if (running !== undefined) {
-        if (this.#s.completeLean.run(jsonOrNull(outcome.result), now, id, lease.owner).changes === 0) return null;
+        const progress = running.progress === null ? null : JSON.stringify(running.progress);
+        if (this.#s.completeLean.run(jsonOrNull(outcome.result), progress, now, id, lease.owner).changes === 0) {
+          return null;
+        }
         this.#track(id, running.type, running.priority, 'running', 'completed', null, null);
         const { parents: _parents, ...rest } = running as ClaimedJob;
         const job: Job = { ...rest, status: 'completed', result: outcome.result ?? null, finishedAt: now, runAt: null };
@@ -881,8 +922,10 @@ export class SqliteStore implements JobStore {
     if (from !== null) {
       this.#byStatus[from]--;
       if (isPending(from)) this.#pending--;
-      if (from === 'running') this.#runningJobs.delete(id);
-      else if (from === 'queued') {
+      if (from === 'running') {
+        this.#runningJobs.delete(id);
+        this.#runningLease.delete(id);
+      } else if (from === 'queued') {
         this.#queuedByPriority[priority] = (this.#queuedByPriority[priority] ?? 0) - 1;
         this.#queuedAt.delete(id);
         this.#compactFifos();
@@ -941,6 +984,7 @@ export class SqliteStore implements JobStore {
     this.#queuedAt.clear();
     this.#dueAt.clear();
     this.#runningJobs.clear();
+    this.#runningLease.clear();
     this.#parentIds.clear();
     for (const parent of this.#s.selectParentIds.all()) this.#parentIds.add(parent);
     for (const row of this.#s.countByStatus.all()) {
@@ -1034,15 +1078,12 @@ function prepareStatements(db: Database.Database) {
        WHERE id = ? AND status = 'queued'`,
     ),
     heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
-    setProgress: prepare<JobRow>(
-      `UPDATE jobs SET progress = ? WHERE id = ? AND status = 'running' AND lease_owner = ? RETURNING *`,
-    ),
     complete: prepare<JobRow>(
       `UPDATE jobs SET status = 'completed', result = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE id = ? AND status = 'running' AND lease_owner = ? RETURNING *`,
     ),
     completeLean: prepare(
-      `UPDATE jobs SET status = 'completed', result = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE id = ? AND status = 'running' AND lease_owner = ?`,
     ),
     failRunning: prepare<JobRow>(

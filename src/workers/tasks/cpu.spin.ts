@@ -12,7 +12,8 @@ export default defineTask({
   handler(payload, ctx) {
     const start = performance.now();
     const end = start + payload.ms;
-    let nextReport = 10;
+    // Progress every 10 %, for spins long enough that someone may be watching (≥ 1 s).
+    let nextReport = payload.ms >= 1000 ? 10 : 100;
     let now = start;
     while (now < end) {
       now = performance.now();
