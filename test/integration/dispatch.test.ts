@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { takeSseJobs } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 const quickBackoff = { initialMs: 1, factor: 2, maxMs: 5, jitter: 'none' };
@@ -149,26 +150,15 @@ describe('dispatch through HTTP and real worker threads (one thread)', () => {
       const { value, done } = await reader.read();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf('\n\n');
-      while (end !== -1) {
-        const frame = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const data = frame
-          .split('\n')
-          .filter((line) => line.startsWith('data: '))
-          .map((line) => line.slice(6))
-          .join('\n');
-        if (data !== '') {
-          assert.match(frame, /^event: job$/m);
-          const job = JSON.parse(data);
-          events.push(job);
-          if (job.progress?.percent === 50 && !cancelled) {
-            cancelled = true;
-            const answer = await server.request('POST', `/v1/jobs/${id}/cancel`);
-            assert.equal(answer.status, 200);
-          }
+      const taken = takeSseJobs(buffer);
+      buffer = taken.rest;
+      for (const job of taken.jobs) {
+        events.push(job);
+        if (job.progress?.percent === 50 && !cancelled) {
+          cancelled = true;
+          const answer = await server.request('POST', `/v1/jobs/${id}/cancel`);
+          assert.equal(answer.status, 200);
         }
-        end = buffer.indexOf('\n\n');
       }
     }
     assert.ok(events.length >= 2, `events: ${JSON.stringify(events)}`);

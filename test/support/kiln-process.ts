@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import { get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fixtureTasksDir, repoRoot, type TestResponse } from './kiln.js';
+import { requestJson, takeSseJobs, type TestResponse } from './http.js';
+import { fixtureTasksDir, repoRoot } from './kiln.js';
 
 /**
  * Kiln as its users run it: `node dist/src/main.js` in a child process, configured by
@@ -118,27 +119,8 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
   const serving = await waitForLog('kiln is serving');
   const url = String(serving.address);
 
-  const request = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const init: RequestInit = { method, headers: { ...headers } };
-    if (body !== undefined) {
-      init.body = typeof body === 'string' ? body : JSON.stringify(body);
-      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
-    }
-    const response = await fetch(`${url}${path}`, init);
-    const text = await response.text();
-    let parsed: any; // JSON of any shape
-    try {
-      parsed = text === '' ? null : JSON.parse(text);
-    } catch {
-      parsed = null;
-    }
-    return {
-      status: response.status,
-      headers: response.headers,
-      body: parsed,
-      text,
-    };
-  };
+  const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    requestJson(url, method, path, body, headers);
 
   return {
     child,
@@ -172,16 +154,9 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
           let buffer = '';
           response.on('data', (chunk: string) => {
             buffer += chunk;
-            for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
-              const frame = buffer.slice(0, end);
-              buffer = buffer.slice(end + 2);
-              const data = frame
-                .split('\n')
-                .filter((line) => line.startsWith('data: '))
-                .map((line) => line.slice(6))
-                .join('\n');
-              if (data === '') continue;
-              const job = JSON.parse(data);
+            const taken = takeSseJobs(buffer);
+            buffer = taken.rest;
+            for (const job of taken.jobs) {
               seen.push(job.status);
               if (job.status === status) {
                 request.destroy();

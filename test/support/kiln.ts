@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config.js';
 import type { Job } from '../../src/jobs/model.js';
+import { requestJson, type TestResponse } from './http.js';
+
+export type { TestResponse } from './http.js';
 import { createKiln, type Kiln } from '../../src/kiln.js';
 
 /** The repository root, from dist/test/support/ or test/support/. */
@@ -21,13 +24,6 @@ export interface TestServer {
   /** Resolves when the job (watched in process) reaches `status`. */
   whenStatus(id: string, status: Job['status']): Promise<Job>;
   close(): Promise<void>;
-}
-
-export interface TestResponse {
-  status: number;
-  headers: Headers;
-  body: any; // JSON of any shape: the tests assert on it field by field
-  text: string;
 }
 
 /**
@@ -49,22 +45,8 @@ export async function startServer(env: Record<string, string> = {}): Promise<Tes
   });
   const kiln = await createKiln(config);
   const url = await kiln.listen();
-  const request = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const init: RequestInit = { method, headers: { ...headers } };
-    if (body !== undefined) {
-      init.body = typeof body === 'string' ? body : JSON.stringify(body);
-      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
-    }
-    const response = await fetch(`${url}${path}`, init);
-    const text = await response.text();
-    let parsed: any; // JSON of any shape
-    try {
-      parsed = text === '' ? null : JSON.parse(text);
-    } catch {
-      parsed = null;
-    }
-    return { status: response.status, headers: response.headers, body: parsed, text };
-  };
+  const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    requestJson(url, method, path, body, headers);
   return {
     kiln,
     url,

@@ -24,8 +24,21 @@ class ProgressLog extends EventEmitter {
     this.emit(message.jobId, message);
   };
   async next(jobId: string): Promise<ProgressMessage> {
-    const [message] = (await once(this, jobId)) as [ProgressMessage];
+    const [message] = (await whileAwaiting(once(this, jobId))) as [ProgressMessage];
     return message;
+  }
+}
+
+/**
+ * The pool's channel is unref()ed (a server's sockets keep its process alive), so a test
+ * that awaits only a channel message holds the event loop open itself meanwhile.
+ */
+async function whileAwaiting<T>(promise: Promise<T>): Promise<T> {
+  const hold = setInterval(() => {}, 60_000);
+  try {
+    return await promise;
+  } finally {
+    clearInterval(hold);
   }
 }
 
@@ -154,7 +167,7 @@ describe('WorkerPool', () => {
       });
     });
     assert.deepEqual(await runOne(pool, input), { ok: true, result: 'done' });
-    await last;
+    await whileAwaiting(last);
     progress.removeAllListeners(input.jobId);
     assert.deepEqual(
       seen.map(({ kind, jobId, attempt, percent, message }) => ({ kind, jobId, attempt, percent, message })),
