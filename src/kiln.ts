@@ -73,7 +73,7 @@ export async function createKiln(config: Config, logger?: FastifyBaseLogger): Pr
     logger: log,
     async listen() {
       pool.start();
-      running.start();
+      await running.start();
       return app.listen({ port: config.port, host: config.host });
     },
     stop() {

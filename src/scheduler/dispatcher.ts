@@ -105,9 +105,11 @@ export class Dispatcher {
     this.#maxBatch = options.maxBatch ?? 100;
   }
 
-  start(): void {
+  /** Starts dispatching, unless the store says dispatch was left paused. */
+  async start(): Promise<void> {
     if (this.#started) return;
     this.#started = true;
+    this.#paused = await this.#store.paused();
     const beat = Math.max(100, Math.floor(this.#options.leaseMs / 3));
     this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), beat);
     this.#heartbeatTimer.unref();
@@ -143,12 +145,14 @@ export class Dispatcher {
     return this.#paused;
   }
 
-  pause(): void {
+  async pause(): Promise<void> {
     this.#paused = true;
+    await this.#store.setPaused(true);
   }
 
-  resume(): void {
+  async resume(): Promise<void> {
     this.#paused = false;
+    await this.#store.setPaused(false);
     this.pump();
   }
 

@@ -123,13 +123,13 @@ export class Scheduler {
 
   // ── life cycle ────────────────────────────────────────────────────────────
 
-  start(): void {
+  async start(): Promise<void> {
     if (this.#started) return;
     this.#started = true;
     this.#retentionTimer = setInterval(() => void this.purgeExpired(), RETENTION_INTERVAL_MS);
     this.#retentionTimer.unref();
     void this.purgeExpired();
-    this.#dispatcher.start();
+    await this.#dispatcher.start();
   }
 
   get draining(): boolean {
@@ -162,12 +162,13 @@ export class Scheduler {
     return this.#stopping;
   }
 
-  pause(): void {
-    this.#dispatcher.pause();
+  /** Stop dispatching (kept across restarts until resume). Running attempts finish. */
+  pause(): Promise<void> {
+    return this.#dispatcher.pause();
   }
 
-  resume(): void {
-    this.#dispatcher.resume();
+  resume(): Promise<void> {
+    return this.#dispatcher.resume();
   }
 
   // ── submission ────────────────────────────────────────────────────────────

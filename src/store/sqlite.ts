@@ -78,7 +78,11 @@ export interface SqliteStoreOptions extends StoreOptions {
   synchronous?: 'full' | 'normal';
 }
 
-const SCHEMA_VERSION = 1;
+/**
+ * Numbered schema steps: a file at user_version n gets steps n+1.. applied at open, in one
+ * exclusive transaction. Append a step to change the schema; never edit one that shipped.
+ */
+const SCHEMA_VERSION = 2;
 /** Rows deleted per statement by purge, so one call never holds the event loop long. */
 const PURGE_CHUNK = 1000;
 /** Page cache per connection: the hot pages of jobs and its indexes stay in memory. */
@@ -126,6 +130,11 @@ CREATE TABLE job_deps (
 ) WITHOUT ROWID;
 CREATE INDEX job_deps_parent ON job_deps (parent, child);
 `;
+
+/** Step 2: settings that outlive a restart (whether dispatch is paused). */
+const SETTINGS_TABLE = `CREATE TABLE settings (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;`;
+
+const MIGRATIONS: readonly string[] = [SCHEMA, SETTINGS_TABLE];
 
 interface JobRow {
   id: string;
@@ -440,6 +449,16 @@ export class SqliteStore implements JobStore {
         if (this.#dueAt.get(top.id)?.runAt === top.runAt) return top.runAt;
         this.#heap.pop();
       }
+    });
+  }
+
+  paused(): Promise<boolean> {
+    return this.#read(() => this.#s.selectSetting.get('paused') === 'true');
+  }
+
+  setPaused(paused: boolean): Promise<void> {
+    return this.#write(() => {
+      this.#s.upsertSetting.run('paused', String(paused));
     });
   }
 
@@ -1062,6 +1081,10 @@ function prepareStatements(db: Database.Database) {
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectParentIds: prepare<string>('SELECT DISTINCT parent FROM job_deps').pluck(),
+    selectSetting: prepare<string>('SELECT value FROM settings WHERE key = ?').pluck(),
+    upsertSetting: prepare(
+      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    ),
     selectJob: prepare<JobRow>('SELECT * FROM jobs WHERE id = ?'),
     selectJobValues: db.prepare<unknown[], unknown[]>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE id = ?`).raw(),
     selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),
@@ -1175,7 +1198,7 @@ function migrate(db: Database.Database, path: string): void {
     );
   }
   db.transaction(() => {
-    db.exec(SCHEMA);
+    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step - 1] as string);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).exclusive();
 }

@@ -64,6 +64,10 @@ export interface JobStore {
   list(filter: ListFilter): Promise<Page>;
   counts(): Promise<QueueCounts>;
 
+  /** Whether dispatch is paused; kept across restarts. */
+  paused(): Promise<boolean>;
+  setPaused(paused: boolean): Promise<void>;
+
   /** The earliest `runAt` of a `scheduled` or `retrying` job, or null. */
   nextDueAt(): Promise<number | null>;
 

@@ -118,6 +118,35 @@ describe('sqlite store: the file', () => {
     await again.close();
   });
 
+  it('keeps a paused queue paused across close and reopen', async () => {
+    const path = freshPath();
+    const first = SqliteStore.open(path, { capacity: 10 });
+    assert.equal(await first.paused(), false);
+    await first.setPaused(true);
+    await first.close();
+    const second = SqliteStore.open(path, { capacity: 10 });
+    assert.equal(await second.paused(), true);
+    await second.setPaused(false);
+    await second.close();
+    const third = SqliteStore.open(path, { capacity: 10 });
+    assert.equal(await third.paused(), false);
+    await third.close();
+  });
+
+  it('upgrades a file of schema version 1 to the current schema at open', async () => {
+    const path = freshPath();
+    const first = SqliteStore.open(path, { capacity: 10 });
+    await first.close();
+    const raw = new Database(path);
+    raw.exec('DROP TABLE settings');
+    raw.pragma('user_version = 1');
+    raw.close();
+    const upgraded = SqliteStore.open(path, { capacity: 10 });
+    await upgraded.setPaused(true);
+    assert.equal(await upgraded.paused(), true);
+    await upgraded.close();
+  });
+
   it('resolves a write only after the commit that holds it, one commit for a whole turn', async () => {
     const path = freshPath();
     const store = SqliteStore.open(path, { capacity: 10, synchronous: 'full' });

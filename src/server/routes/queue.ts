@@ -8,13 +8,13 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler, registr
 
   app.get('/v1/queue', { schema: { summary: 'Depth and capacity', ...queueRoute } }, () => scheduler.queueInfo());
 
-  app.post('/v1/queue/pause', { schema: { summary: 'Stop dispatching', ...queueRoute } }, () => {
-    scheduler.pause();
+  app.post('/v1/queue/pause', { schema: { summary: 'Stop dispatching', ...queueRoute } }, async () => {
+    await scheduler.pause();
     return scheduler.queueInfo();
   });
 
-  app.post('/v1/queue/resume', { schema: { summary: 'Restart dispatching', ...queueRoute } }, () => {
-    scheduler.resume();
+  app.post('/v1/queue/resume', { schema: { summary: 'Restart dispatching', ...queueRoute } }, async () => {
+    await scheduler.resume();
     return scheduler.queueInfo();
   });
 
