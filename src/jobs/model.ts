@@ -26,7 +26,6 @@ export const JOB_STATUSES = [
 ] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
-export const TERMINAL_STATUSES: readonly JobStatus[] = ['completed', 'failed', 'cancelled'];
 /** Statuses that count against the queue's capacity. */
 export const PENDING_STATUSES: readonly JobStatus[] = ['waiting', 'scheduled', 'queued', 'retrying'];
 

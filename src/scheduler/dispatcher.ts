@@ -166,10 +166,6 @@ export class Dispatcher {
     return this.#batches.size;
   }
 
-  isRunning(id: string): boolean {
-    return this.#byJob.has(id);
-  }
-
   /**
    * The store already moved the job on (cancelled, or its lease is gone): stop its
    * attempt. A job alone in its message has its thread terminated; a job in a
@@ -383,6 +379,7 @@ export class Dispatcher {
       for (const job of batch.jobs) this.#solo.add(job.id);
     }
     const seconds = elapsedMs / 1000 / batch.jobs.length;
+    const lease = this.#lease(now);
     let pumpAfter = false;
     const writes = batch.jobs.map(async (job, index) => {
       if (batch.dropped.has(job.id)) {
@@ -391,7 +388,7 @@ export class Dispatcher {
       }
       const [outcome, metric] = this.#outcome(batch, job, results?.[index] ?? null, failure, now);
       this.#metrics.attempt(job.type, metric, seconds);
-      const changes = await this.#store.finish(job.id, this.#lease(now), outcome, now);
+      const changes = await this.#store.finish(job.id, lease, outcome, now);
       if (changes === null) return;
       this.#options.onChanges(changes);
       if (changes.others.length > 0 || outcome.kind !== 'completed') pumpAfter = true;

@@ -38,6 +38,10 @@ export class KilnError extends Error {
   }
 }
 
+export function notFound(id: string): KilnError {
+  return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
+}
+
 export function validationError(issues: FieldIssue[]): KilnError {
   const detail = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
   return new KilnError('validation_error', detail, { issues });

@@ -30,8 +30,4 @@ export class JobEvents {
     if (listeners === undefined) return;
     for (const listener of [...listeners]) listener(job);
   }
-
-  get watchedJobs(): number {
-    return this.#byId.size;
-  }
 }

@@ -7,7 +7,8 @@ export type AttemptMetricOutcome = 'success' | 'error' | 'timeout' | 'crash';
 export interface GaugeSource {
   counts(): Promise<QueueCounts>;
   capacity: number;
-  threads: { size: number; busy: number };
+  threads: number;
+  busyThreads(): number;
 }
 
 const RUN_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
@@ -131,7 +132,7 @@ export class KilnMetrics {
       help: 'Worker threads in the pool.',
       registers,
       collect() {
-        this.set(source.threads.size);
+        this.set(source.threads);
       },
     });
     new Gauge({
@@ -139,7 +140,7 @@ export class KilnMetrics {
       help: 'Worker threads running an attempt.',
       registers,
       collect() {
-        this.set(source.threads.busy);
+        this.set(source.busyThreads());
       },
     });
   }

@@ -8,7 +8,7 @@ import type { ChannelMessage } from '../workers/protocol.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
 import { Dispatcher } from './dispatcher.js';
-import { type FieldIssue, KilnError, validationError } from './errors.js';
+import { type FieldIssue, KilnError, notFound, validationError } from './errors.js';
 import { JobEvents } from './events.js';
 import { KilnMetrics } from './metrics.js';
 import { RateWindow } from './rate-window.js';
@@ -98,16 +98,11 @@ export class Scheduler {
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLogger;
-    const threads = (): { size: number; busy: number } => ({
-      size: options.threads,
-      busy: this.#dispatcher.busyThreads,
-    });
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
-      get threads() {
-        return threads();
-      },
+      threads: options.threads,
+      busyThreads: () => this.#dispatcher.busyThreads,
     });
     this.#dispatcher = new Dispatcher({
       store: options.store,
@@ -379,10 +374,7 @@ export class Scheduler {
 
   async queueInfo(): Promise<QueueInfo> {
     const counts = await this.#store.counts();
-    const byPriority: Record<string, number> = {};
-    for (let priority = counts.queuedByPriority.length - 1; priority >= 0; priority--) {
-      byPriority[String(priority)] = counts.queuedByPriority[priority] ?? 0;
-    }
+    const byPriority = Object.fromEntries(counts.queuedByPriority.map((n, priority) => [String(priority), n]));
     return {
       capacity: this.#options.capacity,
       pending: counts.pending,
@@ -437,8 +429,4 @@ export class Scheduler {
     this.metrics.finished(job.type, job.status as 'completed' | 'failed' | 'cancelled');
     this.#finishRate.add(Date.now());
   }
-}
-
-function notFound(id: string): KilnError {
-  return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
 }

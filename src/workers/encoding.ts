@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { NonRetryableError } from './task.js';
 
 /** How a task's string input is turned into bytes. */
@@ -24,4 +25,18 @@ export function decodeInput(text: string, encoding: InputEncoding, field: string
     throw new NonRetryableError(`${field} is not valid base64`);
   }
   return Buffer.from(text, 'base64');
+}
+
+/**
+ * The salt of a password hash: the given one, decoded with its encoding, or 16 random
+ * bytes (returned base64) when none is given.
+ */
+export function saltOf(payload: { salt?: string | undefined; saltEncoding: InputEncoding }): {
+  salt: string;
+  saltEncoding: InputEncoding;
+  bytes: Buffer;
+} {
+  const salt = payload.salt ?? randomBytes(16).toString('base64');
+  const saltEncoding = payload.salt === undefined ? 'base64' : payload.saltEncoding;
+  return { salt, saltEncoding, bytes: decodeInput(salt, saltEncoding, 'salt') };
 }

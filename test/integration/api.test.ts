@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -424,8 +425,7 @@ describe('configuration', () => {
   });
 
   it('stops at start when a task module is malformed, naming the file', () => {
-    const dir = join(repoRoot, 'dist', 'test-bad-tasks');
-    spawnSync('mkdir', ['-p', dir]);
+    const dir = mkdtempSync(join(tmpdir(), 'kiln-bad-tasks-'));
     writeFileSync(join(dir, 'broken.mjs'), 'export default { name: "x y", handler: 3 };\n');
     const result = spawnSync(process.execPath, [join(repoRoot, 'dist', 'src', 'main.js')], {
       env: { ...process.env, KILN_TASKS_DIR: dir, KILN_STORE: 'memory', PORT: '0' },
@@ -433,5 +433,6 @@ describe('configuration', () => {
     });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /broken\.mjs/);
+    rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isTerminal, type Job } from '../../jobs/model.js';
-import { KilnError, validationError } from '../../scheduler/errors.js';
+import { notFound, validationError } from '../../scheduler/errors.js';
 import type { Scheduler, SubmitItem } from '../../scheduler/scheduler.js';
 import { renderJob, renderSummary } from '../render.js';
 import {
@@ -201,10 +201,6 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
       return reply.code(204).send(null);
     },
   );
-}
-
-function notFound(id: string): KilnError {
-  return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
 }
 
 async function streamJobEvents(

@@ -1,6 +1,6 @@
-import { pbkdf2Sync, randomBytes } from 'node:crypto';
+import { pbkdf2Sync } from 'node:crypto';
 import { z } from 'zod';
-import { decodeInput } from '../encoding.js';
+import { saltOf } from '../encoding.js';
 import { defineTask } from '../task.js';
 
 const schema = z
@@ -23,15 +23,8 @@ export default defineTask({
   schema,
   defaults: { timeoutMs: 120_000 },
   handler(payload) {
-    const salt = payload.salt ?? randomBytes(16).toString('base64');
-    const saltEncoding = payload.salt === undefined ? 'base64' : payload.saltEncoding;
-    const key = pbkdf2Sync(
-      payload.password,
-      decodeInput(salt, saltEncoding, 'salt'),
-      payload.iterations,
-      payload.keyLength,
-      payload.digest,
-    );
+    const { salt, saltEncoding, bytes } = saltOf(payload);
+    const key = pbkdf2Sync(payload.password, bytes, payload.iterations, payload.keyLength, payload.digest);
     return {
       hash: key.toString(payload.output),
       salt,

@@ -1,6 +1,6 @@
-import { randomBytes, scryptSync } from 'node:crypto';
+import { scryptSync } from 'node:crypto';
 import { z } from 'zod';
-import { decodeInput } from '../encoding.js';
+import { saltOf } from '../encoding.js';
 import { defineTask } from '../task.js';
 
 /** scrypt needs 128 * N * r bytes; above this a single job would take over the machine's memory. */
@@ -37,12 +37,11 @@ export default defineTask({
   schema,
   defaults: { timeoutMs: 120_000 },
   handler(payload) {
-    const salt = payload.salt ?? randomBytes(16).toString('base64');
-    const saltEncoding = payload.salt === undefined ? 'base64' : payload.saltEncoding;
+    const { salt, saltEncoding, bytes } = saltOf(payload);
     const N = payload.cost;
     const r = payload.blockSize;
     const p = payload.parallelization;
-    const key = scryptSync(payload.password, decodeInput(salt, saltEncoding, 'salt'), payload.keyLength, {
+    const key = scryptSync(payload.password, bytes, payload.keyLength, {
       N,
       r,
       p,
