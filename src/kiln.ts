@@ -23,11 +23,18 @@ export interface Kiln {
   stop(): Promise<void>;
 }
 
+export interface KilnParts {
+  logger?: FastifyBaseLogger;
+  /** A store opened by the caller (tests that open it with options no variable sets); closed by stop(). */
+  store?: JobStore;
+}
+
 /** The composition root: config → store → pool → scheduler → server. */
-export async function createKiln(config: Config, logger?: FastifyBaseLogger): Promise<Kiln> {
-  const log = logger ?? (pino({ level: config.logLevel }) as FastifyBaseLogger);
+export async function createKiln(config: Config, parts: KilnParts = {}): Promise<Kiln> {
+  const log = parts.logger ?? (pino({ level: config.logLevel }) as FastifyBaseLogger);
   const registry = await loadTasks(config.tasksDir === null ? {} : { tasksDir: config.tasksDir });
-  const store = await openStore(config.store, { capacity: config.maxQueued, sqliteSync: config.sqliteSync });
+  const store =
+    parts.store ?? (await openStore(config.store, { capacity: config.maxQueued, sqliteSync: config.sqliteSync }));
   let scheduler: Scheduler | null = null;
   const pool = new WorkerPool({
     threads: config.threads,
@@ -55,6 +62,7 @@ export async function createKiln(config: Config, logger?: FastifyBaseLogger): Pr
     apiTokens: config.apiTokens,
     maxBodyBytes: config.maxBodyBytes,
     storeHealthy: async () => {
+      if (!store.available) return false;
       await store.counts();
       return true;
     },

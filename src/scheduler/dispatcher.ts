@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { retryDelayMs } from '../jobs/backoff.js';
-import type { Job, JobError } from '../jobs/model.js';
-import type { AttemptOutcome, Changes, ClaimedJob, JobStore, Lease } from '../store/store.js';
+import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
-import type { AttemptInput, AttemptResult, ChannelMessage } from '../workers/protocol.js';
-import type { AttemptMetricOutcome, KilnMetrics } from './metrics.js';
+import type { AttemptInput, AttemptResult } from '../workers/protocol.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import type { KilnMetrics } from './metrics.js';
+import { MicroBatching } from './micro-batch.js';
+import { type AttemptEnd, decideAttempt } from './retry-policy.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -13,8 +14,6 @@ export interface DispatcherOptions {
   metrics: KilnMetrics;
   threads: number;
   leaseMs: number;
-  /** Called with every change the dispatcher makes (running, finished, released dependents). */
-  onChanges(changes: Changes): void;
   onError(message: string, error: unknown): void;
   random?: () => number;
   /** Upper bound of one micro-batch's expected run time. */
@@ -36,36 +35,24 @@ interface Batch {
   startedAt: number;
 }
 
-/** A task type's mean attempt time (ms), learnt from finished batches. */
-interface TypeCost {
-  meanMs: number;
-  samples: number;
-}
-
-const TINY_JOB_MS = 0.5;
-const COST_WEIGHT = 0.2;
-
 /**
  * Runs ready jobs on the pool, pulled by demand.
  *
- * `pump` claims one job per free thread, best first, so piscina's own queue stays
+ * `pump` claims one batch per free thread, best first, so piscina's own queue stays
  * empty and priority is decided at the last moment. A finishing batch frees its
  * thread and pumps before its outcomes are even written.
  *
- * Micro-batching: when a claimed job's type is known to be tiny (mean attempt time,
- * measured inside the thread, under TINY_JOB_MS) the dispatcher claims more of the
- * next-best jobs for the same thread, up to `batchBudgetMs` of expected work, and
- * sends them in one message. That claim stops at the first job that is not tiny,
- * which stays first in line for the next free thread, so a batch never holds a slow
- * job and priority order holds across batches. The price: a job that arrives
- * meanwhile waits for at most one running batch (≈ batchBudgetMs) instead of one
- * job. A batch that times out or loses its thread cannot tell which job was at
- * fault, so every job in it is released (the attempt is not counted) and runs alone
- * next, where a timeout or crash is its own; a single-job message keeps exact
- * per-job timeouts and crash attribution.
+ * Micro-batching (micro-batch.ts): jobs of types known to be tiny share one message
+ * to a thread, up to a budget of expected work; the store's claim stops a batch at the
+ * first job that does not qualify, which stays first in line, so a batch never holds
+ * a slow job and priority order holds across batches. The price: a job that arrives
+ * meanwhile waits for at most one running batch (≈ the budget) instead of one job.
+ *
+ * Each attempt has one timeout, here: when it fires, handlers that await see
+ * ctx.signal abort and the thread is terminated at once.
  *
  * Timers: one per running message (its timeout), one for the store's earliest
- * `runAt`, one heartbeat. Never one per queued job.
+ * `runAt`, the lease keeper's heartbeat. Never one per queued job.
  */
 export class Dispatcher {
   readonly #store: JobStore;
@@ -73,16 +60,13 @@ export class Dispatcher {
   readonly #metrics: KilnMetrics;
   readonly #options: DispatcherOptions;
   readonly #random: () => number;
-  readonly #batchBudgetMs: number;
-  readonly #maxBatch: number;
-  readonly #owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  readonly #micro: MicroBatching;
+  readonly #leases: LeaseKeeper;
+  readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
-  readonly #costs = new Map<string, TypeCost>();
-  /** Jobs given back by a batch that timed out or lost its thread: each runs alone next. */
-  readonly #solo = new Set<string>();
   #started = false;
   #paused = false;
   #stopped = false;
@@ -90,7 +74,6 @@ export class Dispatcher {
   #pumpAgain = false;
   #dueTimer: NodeJS.Timeout | null = null;
   #dueAt: number | null = null;
-  #heartbeatTimer: NodeJS.Timeout | null = null;
   #idleWaiters: Array<() => void> = [];
   #messagesSent = 0;
   #attemptsSent = 0;
@@ -101,8 +84,15 @@ export class Dispatcher {
     this.#pool = options.pool;
     this.#metrics = options.metrics;
     this.#random = options.random ?? Math.random;
-    this.#batchBudgetMs = options.batchBudgetMs ?? 2;
-    this.#maxBatch = options.maxBatch ?? 100;
+    this.#micro = new MicroBatching({ budgetMs: options.batchBudgetMs ?? 2, maxJobs: options.maxBatch ?? 100 });
+    this.#leases = new LeaseKeeper({
+      store: options.store,
+      owner: this.owner,
+      leaseMs: options.leaseMs,
+      running: () => [...this.#byJob.keys()],
+      lost: (id) => this.abandon(id, 'lease_lost'),
+      onError: options.onError,
+    });
   }
 
   /** Starts dispatching, unless the store says dispatch was left paused. */
@@ -110,9 +100,7 @@ export class Dispatcher {
     if (this.#started) return;
     this.#started = true;
     this.#paused = await this.#store.paused();
-    const beat = Math.max(100, Math.floor(this.#options.leaseMs / 3));
-    this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), beat);
-    this.#heartbeatTimer.unref();
+    this.#leases.start();
     this.pump();
   }
 
@@ -123,9 +111,7 @@ export class Dispatcher {
   async stop(graceMs: number): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    if (this.#heartbeatTimer !== null) clearInterval(this.#heartbeatTimer);
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-    this.#heartbeatTimer = null;
     this.#dueTimer = null;
     if (this.#batches.size > 0) {
       let graceTimer: NodeJS.Timeout | undefined;
@@ -139,6 +125,7 @@ export class Dispatcher {
       for (const batch of [...this.#batches]) this.#abortBatch(batch, 'shutdown');
     }
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
+    this.#leases.stop();
   }
 
   get paused(): boolean {
@@ -166,10 +153,15 @@ export class Dispatcher {
     return this.#batches.size;
   }
 
+  /** Whether this job's attempt runs here now. */
+  runs(id: string): boolean {
+    return this.#byJob.has(id);
+  }
+
   /**
-   * The store already moved the job on (cancelled, or its lease is gone): stop its
-   * attempt. A job alone in its message has its thread terminated; a job in a
-   * micro-batch (which ends within milliseconds) just has its outcome dropped.
+   * The store moved the job on (cancelled, its lease is gone, its claim was lost):
+   * stop its attempt. A job alone in its message has its thread terminated; a job in
+   * a micro-batch (which ends within milliseconds) just has its outcome dropped.
    */
   abandon(id: string, reason: 'cancel' | 'lease_lost'): void {
     const batch = this.#byJob.get(id);
@@ -179,18 +171,10 @@ export class Dispatcher {
   }
 
   /** Progress reported by a thread. */
-  onThreadMessage(message: ChannelMessage): void {
-    if (message.kind !== 'progress') return;
-    const batch = this.#byJob.get(message.jobId);
-    const job = batch?.jobs.find((j) => j.id === message.jobId);
-    if (job === undefined || job.attempts !== message.attempt) return;
-    const now = Date.now();
-    void this.#store
-      .progress(message.jobId, this.#lease(now), { percent: message.percent, message: message.message })
-      .then((updated) => {
-        if (updated !== null) this.#options.onChanges({ job: updated, others: [] });
-      })
-      .catch((error: unknown) => this.#options.onError('storing progress failed', error));
+  onProgress(jobId: string, attempt: number, percent: number, message: string | null): void {
+    const batch = this.#byJob.get(jobId);
+    if (batch === undefined) return;
+    this.#store.progress(jobId, attempt, this.owner, { percent, message });
   }
 
   /** Claim work for every free thread; re-runs itself if asked while busy. */
@@ -208,10 +192,6 @@ export class Dispatcher {
     });
   }
 
-  #lease(now: number): Lease {
-    return { owner: this.#owner, expiresAt: now + this.#options.leaseMs };
-  }
-
   async #pumpLoop(): Promise<void> {
     try {
       do {
@@ -219,69 +199,24 @@ export class Dispatcher {
         if (this.#paused || this.#stopped) return;
         const free = this.#options.threads - this.#batches.size;
         if (free <= 0) continue;
+        const batches = await this.#store.claim({
+          owner: this.owner,
+          leaseMs: this.#options.leaseMs,
+          batches: free,
+          micro: this.#micro.request(),
+        });
         const now = Date.now();
-        const claimed = await this.#store.claim(free, this.#lease(now), now);
-        for (const job of claimed) {
-          const batch = [job];
-          await this.#extendBatch(batch, now);
-          this.#run(batch, now);
-        }
-        if (claimed.length === free) this.#pumpAgain = true;
+        for (const jobs of batches) this.#run(jobs, now);
+        if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
     } catch (error) {
       this.#options.onError('dispatch failed; retrying on the next change', error);
     } finally {
-      await this.#armDueTimer();
+      this.#armDueTimer();
     }
   }
 
-  /**
-   * Grow a batch of tiny jobs with the next-best ready jobs, up to the budget. The
-   * claim stops at the first job that is not tiny (or must run alone): it stays first
-   * in line for the next free thread, so a batch never holds a slow job.
-   */
-  async #extendBatch(batch: ClaimedJob[], now: number): Promise<void> {
-    const first = batch[0];
-    if (first === undefined || this.#solo.has(first.id)) return;
-    let expectedMs = this.#tinyCost(first.type);
-    if (expectedMs === null) return;
-    const accept = (job: { id: string; type: string }) => !this.#solo.has(job.id) && this.#tinyCost(job.type) !== null;
-    while (batch.length < this.#maxBatch && expectedMs < this.#batchBudgetMs) {
-      const room = Math.min(
-        this.#maxBatch - batch.length,
-        Math.max(1, Math.floor((this.#batchBudgetMs - expectedMs) / Math.max(expectedMs / batch.length, 0.001))),
-      );
-      const more = await this.#store.claim(room, this.#lease(now), now, accept);
-      for (const job of more) {
-        batch.push(job);
-        expectedMs += this.#tinyCost(job.type) ?? this.#batchBudgetMs;
-      }
-      if (more.length < room) return;
-    }
-  }
-
-  /** The mean cost of a type known to be tiny; null if it is not (or not known yet). */
-  #tinyCost(type: string | undefined): number | null {
-    if (type === undefined) return null;
-    const cost = this.#costs.get(type);
-    if (cost === undefined || cost.samples < 3 || cost.meanMs > TINY_JOB_MS) return null;
-    return Math.max(cost.meanMs, 0.001);
-  }
-
-  /** Learn each type's cost from the time its attempts took inside the thread. */
-  #learnCost(batch: Batch, results: AttemptResult[], elapsedMs: number): void {
-    for (const [index, job] of batch.jobs.entries()) {
-      const ms = results[index]?.ms ?? elapsedMs / batch.jobs.length;
-      const cost = this.#costs.get(job.type);
-      if (cost === undefined) this.#costs.set(job.type, { meanMs: ms, samples: 1 });
-      else {
-        cost.meanMs += COST_WEIGHT * (ms - cost.meanMs);
-        cost.samples += 1;
-      }
-    }
-  }
-
-  async #armDueTimer(): Promise<void> {
+  #armDueTimer(): void {
     if (this.#stopped || this.#paused) return;
     if (this.#batches.size >= this.#options.threads) {
       // No thread is free: the next batch to end pumps (which promotes due jobs), so a
@@ -291,19 +226,21 @@ export class Dispatcher {
       this.#dueAt = null;
       return;
     }
-    const dueAt = await this.#store.nextDueAt();
-    if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
-    if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-    this.#dueTimer = null;
-    this.#dueAt = dueAt;
-    if (dueAt === null) return;
-    const delay = Math.min(Math.max(0, dueAt - Date.now()), 2 ** 31 - 1);
-    this.#dueTimer = setTimeout(() => {
+    void this.#store.nextDueAt().then((dueAt) => {
+      if (this.#stopped || this.#paused) return;
+      if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
+      if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
       this.#dueTimer = null;
-      this.#dueAt = null;
-      this.pump();
-    }, delay);
-    this.#dueTimer.unref();
+      this.#dueAt = dueAt;
+      if (dueAt === null) return;
+      const delay = Math.min(Math.max(0, dueAt - this.#store.now()), 2 ** 31 - 1);
+      this.#dueTimer = setTimeout(() => {
+        this.#dueTimer = null;
+        this.#dueAt = null;
+        this.pump();
+      }, delay);
+      this.#dueTimer.unref();
+    });
   }
 
   #run(jobs: ClaimedJob[], now: number): void {
@@ -315,7 +252,8 @@ export class Dispatcher {
       controller,
       abortReason: null,
       dropped: new Set(),
-      timer: setTimeout(() => this.#abortBatch(batch, 'timeout'), timeoutMs),
+      // setTimeout's range ends at 2^31-1 ms; timeoutMs is at most a day.
+      timer: setTimeout(() => this.#abortBatch(batch, 'timeout'), Math.min(timeoutMs, 2 ** 31 - 1)),
       startedAt: now,
     };
     this.#batches.add(batch);
@@ -325,14 +263,12 @@ export class Dispatcher {
     for (const job of jobs) {
       this.#byJob.set(job.id, batch);
       if (job.readyAt !== null) this.#metrics.waited(job.type, Math.max(0, now - job.readyAt) / 1000);
-      this.#options.onChanges({ job, others: [] });
       attempts.push({
         jobId: job.id,
         type: job.type,
         attempt: job.attempts,
-        payload: job.payload,
+        payloadText: job.payloadText,
         parents: job.parents,
-        timeoutMs: job.timeoutMs,
       });
     }
     const settled = this.#pool
@@ -369,97 +305,36 @@ export class Dispatcher {
     }
     this.pump();
 
-    const now = Date.now();
-    const elapsedMs = now - batch.startedAt;
-    if (results !== null) this.#learnCost(batch, results, elapsedMs);
-    if (batch.jobs.length === 1) this.#solo.delete(batch.jobs[0]?.id ?? '');
-    else if (results === null && batch.abortReason !== 'shutdown') {
-      // The thread cannot say which job was at fault: each runs alone next, where a
-      // timeout or crash is its own (and uses up its attempt).
-      for (const job of batch.jobs) this.#solo.add(job.id);
+    const now = this.#store.now();
+    const elapsedMs = Date.now() - batch.startedAt;
+    const alone = batch.jobs.length === 1;
+    for (const [index, job] of batch.jobs.entries()) {
+      if (results !== null) this.#micro.learn(job.type, results[index]?.ms ?? elapsedMs / batch.jobs.length);
+      // A broken batch cannot say which job was at fault: each runs alone next.
+      this.#micro.setSolo(job.id, !alone && results === null && batch.abortReason !== 'shutdown');
     }
     const seconds = elapsedMs / 1000 / batch.jobs.length;
-    const lease = this.#lease(now);
-    let pumpAfter = false;
-    const writes = batch.jobs.map(async (job, index) => {
+    const items: FinishItem[] = [];
+    for (const [index, job] of batch.jobs.entries()) {
       if (batch.dropped.has(job.id)) {
         this.#metrics.attempt(job.type, 'error', seconds);
-        return;
+        continue;
       }
-      const [outcome, metric] = this.#outcome(batch, job, results?.[index] ?? null, failure, now);
+      const result = results?.[index];
+      let end: AttemptEnd;
+      if (result !== undefined) end = { kind: 'answered', result };
+      else if (batch.abortReason === 'timeout' || batch.abortReason === 'shutdown') {
+        end = { kind: 'aborted', reason: batch.abortReason };
+      } else end = { kind: 'crashed', cause: failure instanceof Error ? failure.message : String(failure) };
+      const { outcome, metric } = decideAttempt(job, end, alone, now, this.#random);
       this.#metrics.attempt(job.type, metric, seconds);
-      const changes = await this.#store.finish(job.id, lease, outcome, now);
-      if (changes === null) return;
-      this.#options.onChanges(changes);
-      if (changes.others.length > 0 || outcome.kind !== 'completed') pumpAfter = true;
-    });
-    await Promise.all(writes);
-    if (pumpAfter) this.pump();
-  }
-
-  #outcome(
-    batch: Batch,
-    job: ClaimedJob,
-    result: AttemptResult | null,
-    failure: unknown,
-    now: number,
-  ): [AttemptOutcome, AttemptMetricOutcome] {
-    if (result?.ok === true) return [{ kind: 'completed', result: result.result }, 'success'];
-    if (result !== null && result.ok === false) {
-      const error: JobError = {
-        code: 'handler_error',
-        message: `${result.error.name}: ${result.error.message}`,
-        attempt: job.attempts,
-      };
-      return [this.#failure(job, error, result.error.retryable, now), 'error'];
+      items.push({ id: job.id, attempt: job.attempts, owner: this.owner, outcome });
     }
-    const reason = batch.abortReason;
-    if (reason === 'shutdown' || batch.jobs.length > 1) {
-      const message =
-        reason === 'shutdown'
-          ? 'the server shut down during the attempt'
-          : `the batch this attempt ran in ${reason === 'timeout' ? 'timed out' : 'lost its thread'}; it runs again alone`;
-      const error: JobError = { code: 'interrupted', message, attempt: job.attempts };
-      return [{ kind: 'released', error, retryAt: now }, reason === 'timeout' ? 'timeout' : 'crash'];
-    }
-    if (reason === 'timeout') {
-      const error: JobError = {
-        code: 'timeout',
-        message: `attempt ${job.attempts} ran longer than ${job.timeoutMs} ms; its thread was terminated`,
-        attempt: job.attempts,
-      };
-      return [this.#failure(job, error, true, now), 'timeout'];
-    }
-    const cause = failure instanceof Error ? failure.message : String(failure);
-    const error: JobError = {
-      code: 'worker_crashed',
-      message: `the worker thread died during attempt ${job.attempts}: ${cause}`,
-      attempt: job.attempts,
-    };
-    return [this.#failure(job, error, true, now), 'crash'];
-  }
-
-  #failure(job: Job, error: JobError, retryable: boolean, now: number): AttemptOutcome {
-    if (!retryable || job.attempts >= job.maxAttempts) return { kind: 'failed', error, retryAt: null };
-    return { kind: 'failed', error, retryAt: now + retryDelayMs(job.backoff, job.attempts, this.#random) };
-  }
-
-  async #heartbeat(): Promise<void> {
-    try {
-      const now = Date.now();
-      if (this.#byJob.size > 0) {
-        const lost = await this.#store.heartbeat([...this.#byJob.keys()], this.#lease(now));
-        for (const id of lost) this.abandon(id, 'lease_lost');
-      }
-      const recovered = await this.#store.recoverExpired(now);
-      for (const job of recovered) {
-        // One of ours whose lease ran out (the event loop stalled): it runs again elsewhere.
-        this.abandon(job.id, 'lease_lost');
-        this.#options.onChanges({ job, others: [] });
-      }
-      if (recovered.length > 0) this.pump();
-    } catch (error) {
-      this.#options.onError('heartbeat failed', error);
+    if (items.length === 0) return;
+    const finished = await this.#store.finish(items);
+    // A retry that is due at once, or dependents made ready, may be work for a free thread.
+    if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
+      this.pump();
     }
   }
 }

@@ -11,6 +11,7 @@ export const KILN_ERROR_CODES = [
   'invalid_state',
   'queue_full',
   'shutting_down',
+  'store_unavailable',
 ] as const;
 export type KilnErrorCode = (typeof KILN_ERROR_CODES)[number];
 
@@ -22,7 +23,7 @@ export interface FieldIssue {
 export class KilnError extends Error {
   readonly code: KilnErrorCode;
   readonly issues: FieldIssue[];
-  /** For queue_full and shutting_down: when a client should try again, in seconds. */
+  /** For queue_full, shutting_down and store_unavailable: when a client should try again, in seconds. */
   readonly retryAfterSeconds: number | null;
 
   constructor(

@@ -25,9 +25,11 @@ export class JobEvents {
     };
   }
 
-  publish(job: Job): void {
-    const listeners = this.#byId.get(job.id);
+  /** `job` builds the job object; it is called only when someone watches this one. */
+  publish(id: string, job: () => Job): void {
+    const listeners = this.#byId.get(id);
     if (listeners === undefined) return;
-    for (const listener of [...listeners]) listener(job);
+    const value = job();
+    for (const listener of [...listeners]) listener(value);
   }
 }

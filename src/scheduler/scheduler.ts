@@ -1,7 +1,7 @@
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
 import { isStoreError } from '../store/errors.js';
-import type { Changes, JobStore, ListFilter, Page } from '../store/store.js';
+import type { JobStore, ListFilter, Page, StoreEvent } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
@@ -12,6 +12,7 @@ import { type FieldIssue, KilnError, notFound, validationError } from './errors.
 import { JobEvents } from './events.js';
 import { KilnMetrics } from './metrics.js';
 import { RateWindow } from './rate-window.js';
+import { Rescuer } from './rescuer.js';
 
 /** One job as a client asked for it, envelope already validated. */
 export interface SubmitItem {
@@ -65,6 +66,8 @@ export interface SchedulerLogger {
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
+/** Terminal jobs deleted per store call by the retention purge. */
+const PURGE_CHUNK = 1000;
 const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
 
 /**
@@ -84,6 +87,8 @@ export class Scheduler {
   readonly #options: SchedulerOptions;
   readonly #log: SchedulerLogger;
   readonly #dispatcher: Dispatcher;
+  readonly #rescuer: Rescuer;
+  readonly #unsubscribe: () => void;
   #started = false;
   #draining = false;
   #retentionTimer: NodeJS.Timeout | null = null;
@@ -110,10 +115,17 @@ export class Scheduler {
       metrics: this.metrics,
       threads: options.threads,
       leaseMs: options.leaseMs,
-      onChanges: (changes) => this.#publish(changes),
       onError: (message, error) => this.#log.error({ err: error }, message),
       ...(options.random === undefined ? {} : { random: options.random }),
     });
+    this.#rescuer = new Rescuer({
+      store: options.store,
+      intervalMs: Math.max(50, Math.floor(options.leaseMs / 3)),
+      onRescued: () => this.#dispatcher.pump(),
+      onError: (message, error) => this.#log.error({ err: error }, message),
+      ...(options.random === undefined ? {} : { random: options.random }),
+    });
+    this.#unsubscribe = options.store.subscribe((event) => this.#onStoreEvent(event));
   }
 
   // ── life cycle ────────────────────────────────────────────────────────────
@@ -124,6 +136,10 @@ export class Scheduler {
     this.#retentionTimer = setInterval(() => void this.purgeExpired(), RETENTION_INTERVAL_MS);
     this.#retentionTimer.unref();
     void this.purgeExpired();
+    // Attempts whose lease ran out while no server held them (after a crash) run again now.
+    const recovered = await this.#rescuer.runOnce();
+    if (recovered > 0) this.#log.warn({ recovered }, 'retried attempts interrupted by a stop or crash');
+    this.#rescuer.start();
     await this.#dispatcher.start();
   }
 
@@ -151,8 +167,10 @@ export class Scheduler {
       this.#drain.abort();
       if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
       this.#retentionTimer = null;
+      this.#rescuer.stop();
       await this.#dispatcher.stop(graceMs);
       await this.#pool.close();
+      this.#unsubscribe();
     })();
     return this.#stopping;
   }
@@ -179,7 +197,7 @@ export class Scheduler {
         retryAfterSeconds: 5,
       });
     }
-    const now = Date.now();
+    const now = this.#store.now();
     const prefix = (index: number) => (options.batch ? `jobs.${index}.` : '');
     const issues: FieldIssue[] = [];
     const refs = new Map<string, string>();
@@ -265,7 +283,7 @@ export class Scheduler {
       throw validationError(issues);
     }
 
-    const inserted = await this.#store.insert(newJobs, now);
+    const inserted = await this.#store.insert(newJobs).catch(unavailable);
     if (!inserted.ok) {
       switch (inserted.reason) {
         case 'queue_full':
@@ -289,9 +307,7 @@ export class Scheduler {
       }
     }
     for (const outcome of inserted.outcomes) {
-      if (!outcome.created) continue;
-      this.metrics.submitted(outcome.job.type);
-      if (isTerminal(outcome.job.status)) this.#countFinished(outcome.job);
+      if (outcome.created) this.metrics.submitted(outcome.job.type);
     }
     this.#dispatcher.pump();
     return inserted.outcomes;
@@ -307,7 +323,7 @@ export class Scheduler {
   // ── reads and actions ─────────────────────────────────────────────────────
 
   get(id: string): Promise<Job | null> {
-    return this.#store.get(id);
+    return this.#store.get(id).catch(unavailable);
   }
 
   /** The job once it is terminal, or as it is after `waitMs`; null if there is no such job. */
@@ -325,10 +341,10 @@ export class Scheduler {
     signal?.addEventListener('abort', onAbort, { once: true });
     this.#drain.signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const job = await this.#store.get(id);
+      const job = await this.#store.get(id).catch(unavailable);
       if (job === null || isTerminal(job.status)) return job;
       await terminal;
-      return await this.#store.get(id);
+      return await this.#store.get(id).catch(unavailable);
     } finally {
       clearTimeout(timer);
       unsubscribe();
@@ -344,36 +360,34 @@ export class Scheduler {
       if (isStoreError(error) && error.code === 'invalid_cursor') {
         throw validationError([{ path: 'cursor', message: 'is not a cursor this server gave out' }]);
       }
-      throw error;
+      return unavailable(error);
     }
   }
 
   async cancel(id: string): Promise<Job> {
-    const changes = await this.#store.cancel(id, Date.now());
+    const changes = await this.#store.cancel(id).catch(unavailable);
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
     this.#dispatcher.abandon(id, 'cancel');
-    this.#publish(changes);
     return changes.job;
   }
 
   async retry(id: string): Promise<Job> {
-    const changes = await this.#store.retry(id, Date.now());
+    const changes = await this.#store.retry(id).catch(unavailable);
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
-    this.#publish(changes);
     this.#dispatcher.pump();
     return changes.job;
   }
 
   async remove(id: string): Promise<void> {
-    const outcome = await this.#store.remove(id);
+    const outcome = await this.#store.remove(id).catch(unavailable);
     if (outcome === null) throw notFound(id);
     if (isInvalidState(outcome)) throw new KilnError('invalid_state', outcome.message);
   }
 
   async queueInfo(): Promise<QueueInfo> {
-    const counts = await this.#store.counts();
+    const counts = await this.#store.counts().catch(unavailable);
     const byPriority = Object.fromEntries(counts.queuedByPriority.map((n, priority) => [String(priority), n]));
     return {
       capacity: this.#options.capacity,
@@ -395,38 +409,65 @@ export class Scheduler {
     return !this.#draining && this.#pool.liveThreads > 0;
   }
 
-  /** Delete terminal jobs past their retention. */
+  /** Delete terminal jobs past their retention, a chunk per store call. */
   async purgeExpired(): Promise<number> {
-    const now = Date.now();
+    const plan = [
+      ['completed', this.#options.retainCompletedMs],
+      ['failed', this.#options.retainFailedMs],
+      ['cancelled', this.#options.retainFailedMs],
+    ] as const;
+    let total = 0;
     try {
-      const completed = await this.#store.purge(now - this.#options.retainCompletedMs, ['completed']);
-      const failed = await this.#store.purge(now - this.#options.retainFailedMs, ['failed', 'cancelled']);
-      return completed + failed;
+      for (const [status, ageMs] of plan) {
+        for (;;) {
+          const deleted = await this.#store.purge(status, ageMs, PURGE_CHUNK);
+          total += deleted;
+          if (deleted < PURGE_CHUNK) break;
+        }
+      }
     } catch (error) {
       this.#log.error({ err: error }, 'retention purge failed');
-      return 0;
     }
+    return total;
   }
 
   /** Progress reported by a thread (wired to the pool's channel by the composition root). */
   onThreadMessage(message: ChannelMessage): void {
-    this.#dispatcher.onThreadMessage(message);
+    if (message.kind !== 'progress') return;
+    this.#dispatcher.onProgress(message.jobId, message.attempt, message.percent, message.message);
+  }
+
+  /** Whether the store can take writes now (for /ready). */
+  get storeAvailable(): boolean {
+    return this.#store.available;
   }
 
   // ── events ────────────────────────────────────────────────────────────────
 
-  #publish(changes: Changes): void {
-    this.#publishJob(changes.job);
-    for (const job of changes.others) this.#publishJob(job);
+  #onStoreEvent(event: StoreEvent): void {
+    if (event.kind === 'lost') {
+      this.#dispatcher.abandon(event.id, 'lease_lost');
+      return;
+    }
+    this.events.publish(event.id, event.job);
+    if (event.kind !== 'changed') return;
+    // The job left `running` by another hand (rescued, cancelled): its attempt here is void.
+    if (event.status !== 'running' && this.#dispatcher.runs(event.id)) {
+      this.#dispatcher.abandon(event.id, 'lease_lost');
+    }
+    if (isTerminal(event.status)) {
+      this.metrics.finished(event.type, event.status as 'completed' | 'failed' | 'cancelled');
+      this.#finishRate.add(Date.now());
+    }
   }
+}
 
-  #publishJob(job: Job): void {
-    this.events.publish(job);
-    if (isTerminal(job.status)) this.#countFinished(job);
+/** A store that cannot write now answers 503 store_unavailable; anything else stays as it is. */
+function unavailable(error: unknown): never {
+  if (isStoreError(error, 'store_unavailable') || isStoreError(error, 'store_closed')) {
+    throw new KilnError('store_unavailable', `the job store cannot be reached: ${error.message}`, {
+      retryAfterSeconds: 1,
+    });
   }
-
-  #countFinished(job: Job): void {
-    this.metrics.finished(job.type, job.status as 'completed' | 'failed' | 'cancelled');
-    this.#finishRate.add(Date.now());
-  }
+  throw error;
 }

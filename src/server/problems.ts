@@ -20,6 +20,7 @@ export const PROBLEM_CODES = {
   unsupported_media_type: 415,
   queue_full: 429,
   shutting_down: 503,
+  store_unavailable: 503,
   internal_error: 500,
 } as const satisfies Record<KilnErrorCode | string, number>;
 export type ProblemCode = keyof typeof PROBLEM_CODES;

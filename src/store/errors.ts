@@ -6,6 +6,8 @@
 export const STORE_ERROR_CODES = [
   /** Another process holds the SQLite file. */
   'store_in_use',
+  /** The store cannot write now (its thread is down, the disk is full, the database is unreachable). */
+  'store_unavailable',
   /** A call after close(). */
   'store_closed',
   /** A list cursor that no page of this store handed out. */

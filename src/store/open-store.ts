@@ -1,6 +1,5 @@
 import { StoreError } from './errors.js';
-import { createMemoryStore } from './memory.js';
-import { SqliteStore } from './sqlite.js';
+import { SqliteStore } from './sqlite/store.js';
 import type { JobStore } from './store.js';
 
 export interface OpenStoreOptions {
@@ -10,15 +9,13 @@ export interface OpenStoreOptions {
   sqliteSync: 'full' | 'normal';
 }
 
-/** A store as opened: `recovered` counts jobs found running at open and made retrying or failed. */
-export type OpenedStore = JobStore & { readonly recovered: number };
-
 /**
- * Opens the store a KILN_STORE value names: `memory`, `sqlite:<path>` (also
- * `sqlite://<path>`), or `postgres://…` (not built yet).
+ * Opens the store a KILN_STORE value names: `sqlite:<path>` (also `sqlite://<path>`),
+ * `memory` (the SQLite store on a private in-memory database: the same implementation,
+ * nothing written to disk, gone when the process exits), or `postgres://…` (not built yet).
  */
-export async function openStore(url: string, options: OpenStoreOptions): Promise<OpenedStore> {
-  if (url === 'memory') return createMemoryStore({ capacity: options.capacity });
+export async function openStore(url: string, options: OpenStoreOptions): Promise<JobStore> {
+  if (url === 'memory') return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal' });
   if (url.startsWith('sqlite:')) {
     let path = url.slice('sqlite:'.length);
     if (path.startsWith('//')) path = path.slice(2);

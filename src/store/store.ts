@@ -1,61 +1,66 @@
 import type { Job, JobError, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../jobs/model.js';
 
 /**
- * The persistence boundary. Every method is one atomic transition (or a read); a
- * transition from a state the job is no longer in is refused, which makes a late
- * outcome from a timed-out, cancelled or reclaimed attempt harmless.
+ * The persistence boundary, shaped so that one embedded file (SQLite) and one database
+ * shared by many servers (PostgreSQL) can both implement it:
  *
- * Methods that change jobs return every job they changed (`changes`), the job the
- * call was about first, so the scheduler can publish events and count metrics
- * without reading them back.
+ * - Times that decide leases, due jobs and retention come from the store's own clock
+ *   (`now()`); callers pass durations, never instants.
+ * - A claim takes its filter as data and answers whole micro-batches in one call.
+ * - Every attempt is fenced: a finish names the job, the attempt and the lease owner,
+ *   and is refused when the job is no longer running under exactly that, so a late
+ *   outcome of a timed-out, cancelled or rescued attempt changes nothing.
+ * - Recovery is not the store's business: `expiredLeases` lists attempts whose lease
+ *   ran out, and the scheduler's rescuer decides what becomes of them (retry policy
+ *   lives above the store, in one place) and writes that with a fenced finish.
+ * - Changes and progress are events the store publishes (`subscribe`), so listeners
+ *   see what other servers did, not only what this process did.
  */
 export interface JobStore {
+  /** The store's clock, ms since the epoch. */
+  now(): number;
+
   /**
    * Insert a batch atomically: all or nothing. Applies idempotency (a key used before
    * with the same type and payload replays the existing job) and the capacity (pending
    * jobs after the insert may not exceed it; replays do not count). The initial
    * status: `failed` (dependency_failed) if a dependency is failed or cancelled,
-   * `waiting` if a dependency is not completed, `scheduled` if `runAt` is after
-   * `now`, else `queued`. A dependency may name an earlier job of the same batch.
+   * `waiting` if a dependency is not completed, `scheduled` if `runAt` is in the
+   * future, else `queued`. A dependency may name an earlier job of the same batch.
+   * Resolves only once the jobs are durable.
    */
-  insert(jobs: NewJob[], now: number): Promise<InsertResult>;
+  insert(jobs: NewJob[]): Promise<InsertResult>;
 
   /**
-   * Claim up to `limit` ready jobs, best first (priority desc, then ready time asc,
-   * then id), after promoting due `scheduled`/`retrying` jobs to `queued`. Claimed
-   * jobs become `running` under `lease`, `attempts` + 1, `startedAt` = now. With
-   * `accept`, the claim stops at the first best ready job it refuses
-   * (that job stays first in line; nothing behind it is taken instead).
+   * Claim ready jobs, best first (priority desc, then ready time asc, then id), as up
+   * to `request.batches` micro-batches (one per free thread). Claimed jobs become
+   * `running` under the owner's lease, `attempts` + 1. Resolves without waiting for
+   * durability: a claim lost in a crash leaves the job queued, which at-least-once allows.
    */
-  claim(
-    limit: number,
-    lease: Lease,
-    now: number,
-    accept?: (job: { id: string; type: string }) => boolean,
-  ): Promise<ClaimedJob[]>;
+  claim(request: ClaimRequest): Promise<ClaimedJob[][]>;
 
-  /** Extend the lease of running jobs; answers the ids whose lease is no longer held. */
-  heartbeat(ids: string[], lease: Lease): Promise<string[]>;
+  /** Extend the owner's leases on `ids` by `leaseMs` from now; answers the ids no longer held. */
+  heartbeat(owner: string, ids: string[], leaseMs: number): Promise<string[]>;
 
-  /** Record progress of a running job held under `lease`; null if not held. */
-  progress(id: string, lease: Lease, progress: Progress): Promise<Job | null>;
+  /** Progress of a running attempt; published as an event, kept with the result. Never waits. */
+  progress(id: string, attempt: number, owner: string, progress: Progress): void;
 
   /**
-   * End an attempt of a job running under `lease` (matched by owner); null if the job
-   * is no longer running under it. A `completed` outcome releases dependents whose
-   * dependencies are now all completed; a terminal failure fails dependents
-   * (dependency_failed), transitively.
+   * End attempts, each fenced on job id, attempt and owner (and, with `expired`, on the
+   * lease having run out). Answers one entry per item: null when the fence refused it.
+   * A `completed` outcome releases dependents whose dependencies are now all completed;
+   * a terminal failure fails the dependents (dependency_failed), transitively.
    */
-  finish(id: string, lease: Lease, outcome: AttemptOutcome, now: number): Promise<Changes | null>;
+  finish(items: FinishItem[]): Promise<(Finished | null)[]>;
 
   /** A non-terminal job becomes `cancelled`; its dependents fail. */
-  cancel(id: string, now: number): Promise<Changes | InvalidState | null>;
+  cancel(id: string): Promise<Changes | InvalidState | null>;
 
   /**
    * A `failed` or `cancelled` job gets a fresh attempt budget (`attempts` = 0, `error`
    * kept) and becomes `queued`, or `waiting` if its dependencies are not all completed.
    */
-  retry(id: string, now: number): Promise<Changes | InvalidState | null>;
+  retry(id: string): Promise<Changes | InvalidState | null>;
 
   /** Remove a terminal job's record. */
   remove(id: string): Promise<'removed' | InvalidState | null>;
@@ -68,20 +73,37 @@ export interface JobStore {
   paused(): Promise<boolean>;
   setPaused(paused: boolean): Promise<void>;
 
-  /** The earliest `runAt` of a `scheduled` or `retrying` job, or null. */
+  /** The earliest `runAt` of a `scheduled` or `retrying` job, or null (the dispatcher's one timer). */
   nextDueAt(): Promise<number | null>;
 
-  /**
-   * Jobs running under a lease that expired before `now` become `retrying` with
-   * error code `interrupted` (at now + backoff), or `failed` if that was their
-   * last attempt.
-   */
-  recoverExpired(now: number): Promise<Job[]>;
+  /** Attempts whose lease ran out (at most `limit`), for the rescuer. */
+  expiredLeases(limit: number): Promise<ExpiredAttempt[]>;
 
-  /** Delete terminal jobs in `statuses` that finished before `olderThan`. */
-  purge(olderThan: number, statuses: JobStatus[]): Promise<number>;
+  /** Delete up to `limit` terminal jobs in `status` that finished more than `ageMs` ago. */
+  purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number>;
+
+  /** Listen to every change and progress report; answers the function that unsubscribes. */
+  subscribe(listener: StoreListener): () => void;
+
+  /** Whether writes can be stored now (false while the store thread or database is down). */
+  readonly available: boolean;
 
   close(): Promise<void>;
+}
+
+export interface ClaimRequest {
+  owner: string;
+  leaseMs: number;
+  /** How many micro-batches (free threads). */
+  batches: number;
+  /**
+   * Micro-batching: a batch whose first job's type is in `costs` (expected ms per
+   * attempt) grows with the next-best jobs while they are of such types too, are not
+   * in `solo`, and the batch's expected time stays under `budgetMs` and its size
+   * under `maxJobs`. It stops at the first job that does not qualify: that job stays
+   * first in line. Null: one job per batch.
+   */
+  micro: { costs: ReadonlyMap<string, number>; budgetMs: number; maxJobs: number; solo: ReadonlySet<string> } | null;
 }
 
 export interface Lease {
@@ -101,17 +123,46 @@ export interface InsertOutcome {
   job: Job;
 }
 
-export interface ClaimedJob extends Job {
+export interface ClaimedJob extends JobSummary {
+  /** The payload as JSON text, handed to the thread as it is stored. */
+  payloadText: string;
   /** The completed dependencies, in `dependsOn` order. */
   parents: ParentResult[];
 }
 
+/** What the retry policy decided for an attempt. */
 export type AttemptOutcome =
-  | { kind: 'completed'; result: unknown }
+  /** `resultText`: the result as JSON text. */
+  | { kind: 'completed'; resultText: string }
   /** `retryAt` null: the job fails for good; else it is `retrying` until then. */
   | { kind: 'failed'; error: JobError; retryAt: number | null }
-  /** Give the job back without using up the attempt (shutdown): `retrying` at `retryAt`. */
+  /** Give the job back without using up the attempt (shutdown, a batch that broke): `retrying` at `retryAt`. */
   | { kind: 'released'; error: JobError; retryAt: number };
+
+export interface FinishItem {
+  id: string;
+  attempt: number;
+  owner: string;
+  outcome: AttemptOutcome;
+  /** Rescue: applies only if the lease has run out by the store's clock. */
+  expired?: boolean;
+}
+
+export interface Finished {
+  status: JobStatus;
+  /** Dependents that became ready or failed. */
+  others: number;
+}
+
+/** An attempt whose lease ran out, as the rescuer needs it. */
+export interface ExpiredAttempt {
+  id: string;
+  type: string;
+  owner: string;
+  attempt: number;
+  maxAttempts: number;
+  backoff: Job['backoff'];
+}
 
 export interface Changes {
   /** The job the call was about, as it is now. */
@@ -151,11 +202,29 @@ export interface QueueCounts {
   pending: number;
   /** When the oldest queued job became ready; null when none is queued. */
   oldestQueuedReadyAt: number | null;
+  /**
+   * Whether the figures are exact at the moment they were read. A store that cannot
+   * keep exact counts cheaply answers an estimate that is never below the truth for
+   * `pending` (admission stays safe) and says so here.
+   */
+  exact: boolean;
 }
+
+/**
+ * One change of one job. `job()` builds the whole job object only for a listener that
+ * wants it (most changes have nobody watching).
+ */
+export type StoreEvent =
+  | { kind: 'changed'; id: string; type: string; status: JobStatus; job: () => Job }
+  | { kind: 'progress'; id: string; attempt: number; progress: Progress; job: () => Job }
+  /** A claim of this process that the store could not keep (its transaction was lost): abandon the attempt. */
+  | { kind: 'lost'; id: string; attempt: number };
+
+export type StoreListener = (event: StoreEvent) => void;
 
 export interface StoreOptions {
   /** Pending jobs admitted at most. */
   capacity: number;
-  /** For `interrupted` retries computed by the store. */
-  random?: () => number;
+  /** The store's clock (tests pass a fake one). */
+  clock?: () => number;
 }

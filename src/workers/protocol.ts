@@ -13,14 +13,13 @@ export interface AttemptInput {
   type: string;
   /** 1-based. */
   attempt: number;
-  payload: unknown;
+  /** The payload as JSON text; the thread parses it (the main thread never does). */
+  payloadText: string;
   parents: ParentResult[];
-  timeoutMs: number;
 }
 
-export type AttemptResult = (
-  { ok: true; result: unknown } | { ok: false; error: { name: string; message: string; retryable: boolean } }
-) & {
+export type AttemptResult = /** `resultText`: the result as JSON text, as it is stored. */
+({ ok: true; resultText: string } | { ok: false; error: { name: string; message: string; retryable: boolean } }) & {
   /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
   ms?: number;
 };

@@ -53,15 +53,12 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
     return { ok: false, error: { ...describeError(err), retryable: false } };
   }
 
+  // The attempt's timeout is the dispatcher's: it aborts this controller (through the
+  // channel) and then terminates the thread.
   const controller = new AbortController();
   running.set(input.jobId, controller);
-  // setTimeout's range ends at 2^31-1 ms; timeoutMs is at most a day.
-  const timer = setTimeout(
-    () => controller.abort(new AbortedByPoolError(`attempt timed out after ${input.timeoutMs} ms`)),
-    Math.min(Math.max(input.timeoutMs, 1), 2_147_483_647),
-  );
   try {
-    const payload = await parsePayload(definition, input.payload);
+    const payload = await parsePayload(definition, JSON.parse(input.payloadText) as unknown);
     if (!payload.ok) return { ok: false, error: payload.error };
     const ctx: TaskContext = {
       jobId: input.jobId,
@@ -75,7 +72,6 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   } catch (err) {
     return { ok: false, error: describeError(err) };
   } finally {
-    clearTimeout(timer);
     if (running.get(input.jobId) === controller) running.delete(input.jobId);
   }
 }
@@ -143,7 +139,7 @@ function progressReporter(input: AttemptInput): TaskContext['progress'] {
 }
 
 function toJsonResult(result: unknown): AttemptResult {
-  if (result === undefined) return { ok: true, result: null };
+  if (result === undefined) return { ok: true, resultText: 'null' };
   let text: string | undefined;
   try {
     text = JSON.stringify(result);
@@ -151,7 +147,7 @@ function toJsonResult(result: unknown): AttemptResult {
     return notSerializable(err instanceof Error ? err.message : String(err));
   }
   if (text === undefined) return notSerializable(`a ${typeof result} has no JSON form`);
-  return { ok: true, result: JSON.parse(text) };
+  return { ok: true, resultText: text };
 }
 
 function notSerializable(reason: string): AttemptResult {

@@ -8,6 +8,7 @@ import { requestJson, type TestResponse } from './http.js';
 
 export type { TestResponse } from './http.js';
 import { createKiln, type Kiln } from '../../src/kiln.js';
+import type { JobStore } from '../../src/store/store.js';
 
 /** The repository root, from dist/test/support/ or test/support/. */
 export const repoRoot = fileURLToPath(
@@ -30,7 +31,10 @@ export interface TestServer {
  * A real Kiln on a real socket: memory store unless env says otherwise (`KILN_STORE:
  * 'sqlite'` means a file in a fresh temp dir), the fixture tasks, silent logs.
  */
-export async function startServer(env: Record<string, string> = {}): Promise<TestServer> {
+export async function startServer(
+  env: Record<string, string> = {},
+  openStore?: (dataDir: string) => Promise<JobStore>,
+): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'kiln-test-'));
   const config = loadConfig({
     PORT: '0',
@@ -43,7 +47,7 @@ export async function startServer(env: Record<string, string> = {}): Promise<Tes
     ...env,
     ...(env.KILN_STORE === 'sqlite' ? { KILN_STORE: `sqlite:${join(dataDir, 'kiln.db')}` } : {}),
   });
-  const kiln = await createKiln(config);
+  const kiln = await createKiln(config, openStore === undefined ? {} : { store: await openStore(dataDir) });
   const url = await kiln.listen();
   const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     requestJson(url, method, path, body, headers);

@@ -28,7 +28,7 @@ export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
       let reason: string | null = null;
       if (scheduler.draining) reason = 'the server is shutting down';
       else if (!scheduler.poolAlive) reason = 'the worker pool has no live threads';
-      else if (!(await options.storeHealthy().catch(() => false))) reason = 'the store does not answer';
+      else if (!(await options.storeHealthy().catch(() => false))) reason = 'the job store is unavailable';
       if (reason !== null) return reply.code(503).send({ status: 'unavailable', reason });
       return { status: 'ready' };
     },

@@ -1,0 +1,82 @@
+import type { JobStore } from '../store/store.js';
+import { decideExpired } from './retry-policy.js';
+
+export interface RescuerOptions {
+  store: JobStore;
+  /** How often to look for expired leases. */
+  intervalMs: number;
+  random?: () => number;
+  /** Called after a pass that moved jobs (so dispatch can pick them up). */
+  onRescued(count: number): void;
+  onError(message: string, error: unknown): void;
+}
+
+/** Attempts taken from expired leases per store call. */
+const BATCH = 500;
+
+/**
+ * Retries the attempts whose lease ran out (their server died or stalled): each becomes
+ * `retrying` with error code `interrupted` after its backoff, or `failed` on its last
+ * attempt, decided by the retry policy and written with a finish fenced on the lease
+ * having expired (a heartbeat that renews it first wins). Every store gets the same
+ * rescuer; the SQLite store marks every lease dead at open, so after a crash the first
+ * pass retries what was running.
+ */
+export class Rescuer {
+  readonly #options: RescuerOptions;
+  readonly #random: () => number;
+  #timer: NodeJS.Timeout | null = null;
+  #running: Promise<number> | null = null;
+
+  constructor(options: RescuerOptions) {
+    this.#options = options;
+    this.#random = options.random ?? Math.random;
+  }
+
+  start(): void {
+    if (this.#timer !== null) return;
+    this.#timer = setInterval(() => void this.runOnce(), this.#options.intervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  /** One pass; answers how many attempts it moved. */
+  runOnce(): Promise<number> {
+    this.#running ??= this.#pass().finally(() => {
+      this.#running = null;
+    });
+    return this.#running;
+  }
+
+  async #pass(): Promise<number> {
+    const { store } = this.#options;
+    let moved = 0;
+    try {
+      for (;;) {
+        const expired = await store.expiredLeases(BATCH);
+        if (expired.length === 0) break;
+        const now = store.now();
+        const finished = await store.finish(
+          expired.map((attempt) => ({
+            id: attempt.id,
+            attempt: attempt.attempt,
+            owner: attempt.owner,
+            outcome: decideExpired(attempt, now, this.#random),
+            expired: true,
+          })),
+        );
+        const count = finished.filter((answer) => answer !== null).length;
+        moved += count;
+        if (expired.length < BATCH || count === 0) break;
+      }
+    } catch (error) {
+      this.#options.onError('rescuing expired leases failed', error);
+    }
+    if (moved > 0) this.#options.onRescued(moved);
+    return moved;
+  }
+}

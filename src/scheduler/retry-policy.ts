@@ -1,0 +1,108 @@
+import { retryDelayMs } from '../jobs/backoff.js';
+import type { Backoff, JobError } from '../jobs/model.js';
+import type { AttemptOutcome, ExpiredAttempt } from '../store/store.js';
+import type { AttemptResult } from '../workers/protocol.js';
+import type { AttemptMetricOutcome } from './metrics.js';
+
+/**
+ * The retry policy, in one place: how an attempt's end becomes a transition of its
+ * job. Pure (the clock and the random source are arguments), so every branch has a
+ * unit test; the dispatcher applies it to what threads answer and the rescuer to
+ * attempts whose lease ran out.
+ */
+
+export interface AttemptJob {
+  attempts: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  backoff: Backoff;
+}
+
+export type AttemptEnd =
+  /** The thread answered for this job. */
+  | { kind: 'answered'; result: AttemptResult }
+  /** The message was aborted by the dispatcher. */
+  | { kind: 'aborted'; reason: 'timeout' | 'shutdown' }
+  /** The thread died (exit, uncaught error, heap limit). */
+  | { kind: 'crashed'; cause: string };
+
+export interface Decision {
+  outcome: AttemptOutcome;
+  metric: AttemptMetricOutcome;
+}
+
+/**
+ * `alone`: the attempt ran alone in its message. A micro-batch that times out or loses
+ * its thread cannot say which job was at fault, so its jobs are released (the attempt
+ * is not counted) and run alone next, where a timeout or crash is their own.
+ */
+export function decideAttempt(
+  job: AttemptJob,
+  end: AttemptEnd,
+  alone: boolean,
+  now: number,
+  random: () => number,
+): Decision {
+  if (end.kind === 'answered') {
+    const { result } = end;
+    if (result.ok) return { outcome: { kind: 'completed', resultText: result.resultText }, metric: 'success' };
+    const error: JobError = {
+      code: 'handler_error',
+      message: `${result.error.name}: ${result.error.message}`,
+      attempt: job.attempts,
+    };
+    return { outcome: failure(job, error, result.error.retryable, now, random), metric: 'error' };
+  }
+  const metric: AttemptMetricOutcome = end.kind === 'aborted' && end.reason === 'timeout' ? 'timeout' : 'crash';
+  if ((end.kind === 'aborted' && end.reason === 'shutdown') || !alone) {
+    const message =
+      end.kind === 'aborted' && end.reason === 'shutdown'
+        ? 'the server shut down during the attempt'
+        : `the batch this attempt ran in ${end.kind === 'aborted' ? 'timed out' : 'lost its thread'}; it runs again alone`;
+    return {
+      outcome: { kind: 'released', error: { code: 'interrupted', message, attempt: job.attempts }, retryAt: now },
+      metric,
+    };
+  }
+  if (end.kind === 'aborted') {
+    const error: JobError = {
+      code: 'timeout',
+      message: `attempt ${job.attempts} ran longer than ${job.timeoutMs} ms; its thread was terminated`,
+      attempt: job.attempts,
+    };
+    return { outcome: failure(job, error, true, now, random), metric };
+  }
+  const error: JobError = {
+    code: 'worker_crashed',
+    message: `the worker thread died during attempt ${job.attempts}: ${end.cause}`,
+    attempt: job.attempts,
+  };
+  return { outcome: failure(job, error, true, now, random), metric };
+}
+
+/** An attempt whose lease ran out: `interrupted`, retried after backoff unless it was the last. */
+export function decideExpired(expired: ExpiredAttempt, now: number, random: () => number): AttemptOutcome {
+  const error: JobError = {
+    code: 'interrupted',
+    message: 'the lease expired before the attempt finished (its server stopped or stalled)',
+    attempt: expired.attempt,
+  };
+  return failure(
+    { attempts: expired.attempt, maxAttempts: expired.maxAttempts, backoff: expired.backoff },
+    error,
+    true,
+    now,
+    random,
+  );
+}
+
+function failure(
+  job: Pick<AttemptJob, 'attempts' | 'maxAttempts' | 'backoff'>,
+  error: JobError,
+  retryable: boolean,
+  now: number,
+  random: () => number,
+): AttemptOutcome {
+  if (!retryable || job.attempts >= job.maxAttempts) return { kind: 'failed', error, retryAt: null };
+  return { kind: 'failed', error, retryAt: now + retryDelayMs(job.backoff, job.attempts, random) };
+}

@@ -1,0 +1,29 @@
+import type Database from 'better-sqlite3';
+import { StoreError } from '../errors.js';
+import jobs from './migrations/001-jobs.js';
+import settings from './migrations/002-settings.js';
+import runningLease from './migrations/003-running-lease.js';
+
+/**
+ * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
+ * at open, in one exclusive transaction. Append a step to change the schema; never edit
+ * one that shipped.
+ */
+const MIGRATIONS: readonly string[] = [jobs, settings, runningLease];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export function migrate(db: Database.Database, path: string): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version === SCHEMA_VERSION) return;
+  if (version > SCHEMA_VERSION) {
+    throw new StoreError(
+      'unsupported_schema',
+      `the database ${path} has schema version ${version}; this Kiln knows versions up to ${SCHEMA_VERSION}`,
+    );
+  }
+  db.transaction(() => {
+    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step - 1] as string);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).exclusive();
+}

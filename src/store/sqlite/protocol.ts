@@ -1,0 +1,197 @@
+import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../jobs/model.js';
+import type { ExpiredAttempt, InvalidState, ListFilter, Page, QueueCounts } from '../store.js';
+
+/**
+ * What crosses between the main thread and the store thread. The main thread sends
+ * one message per event-loop turn holding every operation of that turn; the store
+ * thread runs all the messages that wait for it in one transaction (group commit) and
+ * answers each message once that transaction is durable. Payloads and results cross
+ * as JSON text, which is copied, not walked.
+ */
+
+/** A job as the store thread hands it over: payload and result still JSON text. */
+export interface JobWire extends JobSummary {
+  payloadText: string | null;
+  resultText: string | null;
+  /** Set for jobs that became ready: the completed dependencies, in dependsOn order. */
+  parents?: ParentResult[];
+}
+
+export interface InsertRow {
+  id: string;
+  type: string;
+  priority: number;
+  payloadText: string;
+  /** Canonical JSON of the payload, for comparing idempotency replays; null without a key. */
+  canonicalPayload: string | null;
+  maxAttempts: number;
+  timeoutMs: number;
+  backoff: Backoff;
+  idempotencyKey: string | null;
+  dependsOn: string[];
+  metadataText: string;
+  runAt: number | null;
+  createdAt: number;
+}
+
+/** What the store decided for one created job; the caller already knows the rest. */
+export interface CreatedState {
+  status: JobStatus;
+  error: JobError | null;
+  runAt: number | null;
+  readyAt: number | null;
+  finishedAt: number | null;
+  dependsOn: string[];
+  parents: ParentResult[] | null;
+}
+
+export type InsertAnswer =
+  | { ok: true; outcomes: ({ created: true; state: CreatedState } | { created: false; job: JobWire })[] }
+  | { ok: false; reason: 'queue_full'; pending: number; capacity: number }
+  | { ok: false; reason: 'idempotency_conflict'; index: number; existingId: string }
+  | { ok: false; reason: 'unknown_dependency'; index: number; dependency: string };
+
+export type OutcomeRow =
+  | { kind: 'completed'; resultText: string; progressText: string | null }
+  | { kind: 'failed'; errorText: string; retryAt: number | null }
+  | { kind: 'released'; errorText: string; retryAt: number };
+
+export interface FinishRow {
+  id: string;
+  attempt: number;
+  owner: string;
+  outcome: OutcomeRow;
+  expired: boolean;
+  /** The main thread has no copy of this job: answer it whole. */
+  wantJob: boolean;
+}
+
+export interface FinishAnswer {
+  status: JobStatus;
+  retryAt: number | null;
+  /** The job as it is now, when asked for. */
+  job: JobWire | null;
+  /** Dependents released (with parents) or failed. */
+  others: JobWire[];
+}
+
+export interface ChangesWire {
+  job: JobWire;
+  /** The status the job had before. */
+  from: JobStatus;
+  others: JobWire[];
+}
+
+export interface ReadyEntry {
+  id: string;
+  type: string;
+  priority: number;
+  readyAt: number;
+}
+
+export interface DueEntry {
+  id: string;
+  type: string;
+  priority: number;
+  runAt: number;
+}
+
+/** The ready and due jobs, to (re)build the main thread's index. */
+export interface Snapshot {
+  queued: ReadyEntry[];
+  due: DueEntry[];
+}
+
+export type Op =
+  | { op: 'insert'; rows: InsertRow[]; now: number; capacity: number }
+  | { op: 'claim'; ids: string[]; priorities: number[]; owner: string; expiresAt: number; now: number }
+  | { op: 'promote'; items: { id: string; runAt: number }[]; now: number }
+  | { op: 'heartbeat'; owner: string; ids: string[]; expiresAt: number }
+  | { op: 'finish'; rows: FinishRow[]; now: number }
+  | { op: 'cancel'; id: string; now: number }
+  | { op: 'retry'; id: string; now: number }
+  | { op: 'remove'; id: string }
+  | { op: 'get'; id: string }
+  | { op: 'fetch'; ids: string[] }
+  | { op: 'list'; filter: ListFilter }
+  | { op: 'counts' }
+  | { op: 'paused' }
+  | { op: 'setPaused'; paused: boolean }
+  | { op: 'expired'; now: number; limit: number }
+  | { op: 'purge'; status: JobStatus; olderThan: number; limit: number }
+  | { op: 'snapshot' };
+
+/** Operations that only read: a request of these alone runs without a transaction. */
+export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
+  'get',
+  'fetch',
+  'list',
+  'counts',
+  'paused',
+  'expired',
+  'snapshot',
+]);
+
+/** The answer of each op, by op name. */
+export interface Answers {
+  insert: InsertAnswer;
+  claim: string[];
+  promote: null;
+  heartbeat: string[];
+  finish: (FinishAnswer | null)[];
+  cancel: ChangesWire | InvalidState | null;
+  retry: ChangesWire | InvalidState | null;
+  remove: { removed: true; status: JobStatus } | InvalidState | null;
+  get: JobWire | null;
+  fetch: (JobWire | null)[];
+  list: Page;
+  counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
+  paused: boolean;
+  setPaused: null;
+  expired: ExpiredAttempt[];
+  purge: number;
+  snapshot: Snapshot;
+}
+
+export type OpResult = { ok: true; value: unknown } | { ok: false; error: WireError };
+
+export interface WireError {
+  name: string;
+  message: string;
+  /** A StoreError's code, or SQLite's (SQLITE_FULL, …). */
+  code: string | null;
+  /** The store cannot write now (the transaction was lost, the disk is full, …). */
+  unavailable: boolean;
+}
+
+/** main → store thread */
+export interface Request {
+  seq: number;
+  ops: Op[];
+}
+
+/** store thread → main */
+export type Reply =
+  | { kind: 'ready'; snapshot: Snapshot }
+  | { kind: 'open_failed'; error: WireError }
+  | {
+      kind: 'done';
+      /** One entry per request that the transaction held, in the order they were sent. */
+      replies: { seq: number; results: OpResult[] }[];
+      /** The transaction was rolled back: the main thread rebuilds its index from this. */
+      rebuilt: Snapshot | null;
+    };
+
+/** The store thread's workerData. */
+export interface StoreThreadData {
+  path: string;
+  synchronous: 'full' | 'normal';
+  /** Tests: PRAGMA max_page_count, to make the file "full" at a chosen size. */
+  maxPageCount: number | null;
+  /**
+   * At the first open every lease in the file is dead (the exclusive lock proves that no
+   * other process runs its jobs); when a store thread is replaced, this process's own
+   * leases are still live.
+   */
+  expireLeases: boolean;
+}

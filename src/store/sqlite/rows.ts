@@ -1,0 +1,103 @@
+import type { Jitter, Job, JobError, JobStatus, JobSummary, Progress } from '../../jobs/model.js';
+import { StoreError } from '../errors.js';
+import type { JobWire } from './protocol.js';
+
+/** A row of `jobs` as SQLite returns it. */
+export interface JobRow {
+  id: string;
+  type: string;
+  status: JobStatus;
+  priority: number;
+  payload: string | null;
+  result: string | null;
+  error: string | null;
+  attempts: number;
+  max_attempts: number;
+  timeout_ms: number;
+  backoff_initial_ms: number;
+  backoff_factor: number;
+  backoff_max_ms: number;
+  backoff_jitter: Jitter;
+  progress: string | null;
+  idempotency_key: string | null;
+  depends_on: string;
+  metadata: string;
+  run_at: number | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  ready_at: number | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+}
+
+export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
+
+export const SUMMARY_COLUMNS =
+  'id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, ' +
+  'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
+  'finished_at, ready_at, lease_owner, lease_expires_at';
+
+export function toWire(row: JobRow): JobWire {
+  const wire = toSummary(row) as JobWire;
+  wire.payloadText = row.payload;
+  wire.resultText = row.result;
+  return wire;
+}
+
+export function toSummary(row: SummaryRow): JobSummary {
+  return {
+    id: row.id,
+    type: row.type,
+    status: row.status,
+    priority: row.priority,
+    error: row.error === null ? null : (JSON.parse(row.error) as JobError),
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    timeoutMs: row.timeout_ms,
+    backoff: {
+      initialMs: row.backoff_initial_ms,
+      factor: row.backoff_factor,
+      maxMs: row.backoff_max_ms,
+      jitter: row.backoff_jitter,
+    },
+    progress: row.progress === null ? null : (JSON.parse(row.progress) as Progress),
+    idempotencyKey: row.idempotency_key,
+    dependsOn: parseDependsOn(row.depends_on),
+    metadata: row.metadata === '{}' ? {} : (JSON.parse(row.metadata) as Record<string, unknown>),
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    readyAt: row.ready_at,
+  };
+}
+
+/** The job object a client sees, from the wire form (parses payload and result). */
+export function jobFromWire(wire: JobWire): Job {
+  const { payloadText, resultText, parents: _parents, ...summary } = wire;
+  const job = summary as Job;
+  job.payload = parseJson(payloadText);
+  job.result = parseJson(resultText);
+  return job;
+}
+
+export function parseDependsOn(text: string): string[] {
+  return text === '[]' ? [] : (JSON.parse(text) as string[]);
+}
+
+export function parseJson(text: string | null): unknown {
+  return text === null ? null : JSON.parse(text);
+}
+
+export function encodeCursor(id: string): string {
+  return Buffer.from(id, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (id.length === 0 || encodeCursor(id) !== cursor) {
+    throw new StoreError('invalid_cursor', `cursor must be a value from a previous page's nextCursor, got "${cursor}"`);
+  }
+  return id;
+}

@@ -1,0 +1,153 @@
+import type Database from 'better-sqlite3';
+import type { Jitter, JobStatus } from '../../jobs/model.js';
+import { type JobRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
+
+/** What the store uses of a prepared statement. */
+export interface Statement<R = unknown> {
+  run(...params: unknown[]): { changes: number };
+  get(...params: unknown[]): R | undefined;
+  all(...params: unknown[]): R[];
+}
+
+const CLEAR_LEASE = 'lease_owner = NULL, lease_expires_at = NULL';
+
+/** The running-row fence of a finish: job, attempt, owner and status. */
+const FENCE = `id = ? AND status = 'running' AND attempts = ? AND lease_owner = ?`;
+
+export interface ExpiredRow {
+  id: string;
+  type: string;
+  lease_owner: string;
+  attempts: number;
+  max_attempts: number;
+  backoff_initial_ms: number;
+  backoff_factor: number;
+  backoff_max_ms: number;
+  backoff_jitter: Jitter;
+}
+
+export type Statements = ReturnType<typeof prepareStatements>;
+
+/** Every statement the store thread runs, prepared once. */
+export function prepareStatements(db: Database.Database) {
+  const prepare = <R = unknown>(sql: string): Statement<R> => db.prepare<unknown[], R>(sql);
+  const pluck = <R>(sql: string): Statement<R> => db.prepare<unknown[], R>(sql).pluck();
+  const listQuery = (where: string) =>
+    prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
+  return {
+    begin: prepare('BEGIN IMMEDIATE'),
+    commit: prepare('COMMIT'),
+    rollback: prepare('ROLLBACK'),
+    insertJob: prepare(
+      `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
+        backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
+        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL)`,
+    ),
+    insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
+    selectParentIds: pluck<string>('SELECT DISTINCT parent FROM job_deps'),
+    selectSetting: pluck<string>('SELECT value FROM settings WHERE key = ?'),
+    upsertSetting: prepare(
+      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    ),
+    selectJob: prepare<JobRow>('SELECT * FROM jobs WHERE id = ?'),
+    selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),
+    selectStatus: pluck<JobStatus>('SELECT status FROM jobs WHERE id = ?'),
+    selectState: prepare<{ status: JobStatus; priority: number; attempts: number; depends_on: string }>(
+      'SELECT status, priority, attempts, depends_on FROM jobs WHERE id = ?',
+    ),
+    selectParent: prepare<{ type: string; result: string | null }>('SELECT type, result FROM jobs WHERE id = ?'),
+    promote: prepare(
+      `UPDATE jobs SET status = 'queued', ready_at = ?, run_at = NULL
+       WHERE id = ? AND status IN ('scheduled', 'retrying') AND run_at = ?`,
+    ),
+    claim: prepare(
+      `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ?, lease_owner = ?,
+         lease_expires_at = ?, progress = NULL, run_at = NULL
+       WHERE id = ? AND status = 'queued'`,
+    ),
+    heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
+    complete: prepare(
+      `UPDATE jobs SET status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    completeExpired: prepare(
+      `UPDATE jobs SET status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+    failRunning: prepare(
+      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    failExpired: prepare(
+      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+    retryRunning: prepare(
+      `UPDATE jobs SET status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    retryExpired: prepare(
+      `UPDATE jobs SET status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+    failFrom: prepare<JobRow>(
+      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+    cancel: prepare<JobRow>(
+      `UPDATE jobs SET status = 'cancelled', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+    retry: prepare<JobRow>(
+      `UPDATE jobs SET status = ?, ready_at = ?, attempts = 0, finished_at = NULL, result = NULL, progress = NULL,
+         run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+    release: prepare<JobRow>(
+      `UPDATE jobs SET status = ?, ready_at = ?, run_at = ? WHERE id = ? AND status = 'waiting' RETURNING *`,
+    ),
+    waitingChildren: prepare<{ id: string; run_at: number | null }>(
+      `SELECT DISTINCT j.id, j.run_at FROM job_deps d CROSS JOIN jobs j ON j.id = d.child
+       WHERE d.parent = ? AND j.status = 'waiting'`,
+    ),
+    unfinishedParent: prepare(
+      `SELECT 1 FROM job_deps d CROSS JOIN jobs p ON p.id = d.parent WHERE d.child = ? AND p.status <> 'completed' LIMIT 1`,
+    ),
+    liveChildren: prepare<{ id: string; status: JobStatus; attempts: number }>(
+      `SELECT DISTINCT j.id, j.status, j.attempts FROM job_deps d CROSS JOIN jobs j ON j.id = d.child
+       WHERE d.parent = ? AND j.status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
+    deleteJob: prepare('DELETE FROM jobs WHERE id = ?'),
+    deleteDeps: prepare('DELETE FROM job_deps WHERE child = ?'),
+    purgeChunk: pluck<string>(
+      `DELETE FROM jobs WHERE id IN
+         (SELECT id FROM jobs WHERE status = ? AND finished_at < ? LIMIT ?) RETURNING id`,
+    ),
+    expireAll: prepare(`UPDATE jobs SET lease_expires_at = 0 WHERE status = 'running'`),
+    selectExpired: prepare<ExpiredRow>(
+      `SELECT id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
+         backoff_jitter
+       FROM jobs WHERE status = 'running' AND lease_expires_at < ? LIMIT ?`,
+    ),
+    countByStatus: prepare<{ status: JobStatus; priority: number; n: number }>(
+      'SELECT status, priority, COUNT(*) AS n FROM jobs GROUP BY status, priority',
+    ),
+    selectQueued: prepare<{ id: string; type: string; priority: number; ready_at: number | null }>(
+      `SELECT id, type, priority, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`,
+    ),
+    selectDelayed: prepare<{ id: string; type: string; priority: number; run_at: number | null }>(
+      `SELECT id, type, priority, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`,
+    ),
+    list: {
+      all: listQuery(''),
+      allBefore: listQuery('WHERE id < ?'),
+      type: listQuery('WHERE type = ?'),
+      typeBefore: listQuery('WHERE type = ? AND id < ?'),
+      status: listQuery('WHERE status = ?'),
+      statusBefore: listQuery('WHERE status = ? AND id < ?'),
+      statusType: listQuery('WHERE status = ? AND type = ?'),
+      statusTypeBefore: listQuery('WHERE status = ? AND type = ? AND id < ?'),
+    },
+  };
+}

@@ -1,0 +1,650 @@
+/**
+ * The SQLite job store, main-thread side: one process, one file, and a store thread
+ * that owns the connection (see thread.ts).
+ *
+ * What must be instant stays here: the ready index (which job is next, with a copy of
+ * it to hand to a worker thread), the jobs this process runs, and their progress. Every
+ * operation of one event-loop turn goes to the store thread as one message; a write's
+ * promise resolves when the store thread answers, which is after the COMMIT that holds
+ * it (with synchronous=FULL, after the fsync). Claims, promotions and heartbeats ride
+ * along with the next message and their callers do not wait for them.
+ *
+ * A job enters the ready index only once the store thread has stored it, so nothing is
+ * handed out that a failed COMMIT could take back — except claims themselves: when the
+ * store thread answers that a transaction was rolled back, the jobs this process
+ * claimed in it are reported `lost` (their attempts are abandoned) and the index is
+ * rebuilt from the file. When the store thread dies, every write in flight fails as
+ * `store_unavailable`, the claims it had not stored are reported lost, and a new store
+ * thread is started; writes fail fast until it is up.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Job, JobStatus, NewJob, Progress } from '../../jobs/model.js';
+import { canonicalJson } from '../canonical-json.js';
+import { StoreError } from '../errors.js';
+import type {
+  Changes,
+  ClaimedJob,
+  ClaimRequest,
+  ExpiredAttempt,
+  Finished,
+  FinishItem,
+  InsertOutcome,
+  InsertResult,
+  InvalidState,
+  JobStore,
+  ListFilter,
+  Page,
+  QueueCounts,
+  StoreListener,
+  StoreOptions,
+} from '../store.js';
+import {
+  type Answers,
+  type ChangesWire,
+  type FinishRow,
+  type InsertRow,
+  type JobWire,
+  type Op,
+  type OpResult,
+  READ_OPS,
+  type Reply,
+  type Request,
+  type Snapshot,
+  type StoreThreadData,
+  type WireError,
+} from './protocol.js';
+import { ReadyIndex } from './ready-index.js';
+import { jobFromWire } from './rows.js';
+
+export interface SqliteStoreOptions extends StoreOptions {
+  /**
+   * `full` (default): a commit survives power loss (fsync per group commit);
+   * `normal`: survives a process crash only, faster.
+   */
+  synchronous?: 'full' | 'normal';
+  /** Tests: the file counts as full beyond this many pages (PRAGMA max_page_count). */
+  maxPageCount?: number;
+  /** Bytes of job copies the ready index keeps (tests make it small). */
+  recordBudget?: number;
+  /** How long to wait before replacing a store thread that died. */
+  restartDelayMs?: number;
+}
+
+/** How long claims and heartbeats may wait for a message that carries them. */
+const LAZY_FLUSH_MS = 10;
+const DEFAULT_RESTART_DELAY_MS = 1000;
+
+interface Pending {
+  op: Op;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+interface InFlight {
+  entries: Pending[];
+  /** Claims this message carries: if it is not stored, they are lost. */
+  claims: { id: string; attempt: number }[];
+}
+
+/** A job this process runs: the copy a finish is built from, and its latest progress. */
+interface Running {
+  wire: JobWire;
+  owner: string;
+}
+
+export class SqliteStore implements JobStore {
+  readonly #path: string;
+  readonly #options: SqliteStoreOptions;
+  readonly #capacity: number;
+  readonly #clock: () => number;
+  readonly #index: ReadyIndex;
+  readonly #running = new Map<string, Running>();
+  readonly #listeners = new Set<StoreListener>();
+  #worker: Worker | null = null;
+  #seq = 0;
+  #queue: Pending[] = [];
+  #queueClaims: { id: string; attempt: number }[] = [];
+  readonly #inFlight = new Map<number, InFlight>();
+  #flushImmediate: NodeJS.Immediate | null = null;
+  #flushTimer: NodeJS.Timeout | null = null;
+  #available = false;
+  /** The latest write failed as unavailable (disk full, read-only, I/O error): /ready says so until one succeeds. */
+  #writeFailing = false;
+  #closed = false;
+  #closing: Promise<void> | null = null;
+  #restartTimer: NodeJS.Timeout | null = null;
+
+  /**
+   * Opens (creating if needed) the store at `path`, or a private in-memory database for
+   * ':memory:'. Rejects with a StoreError `store_in_use` when another process holds the file.
+   */
+  static async open(path: string, options: SqliteStoreOptions): Promise<SqliteStore> {
+    const store = new SqliteStore(path, options);
+    await store.#start(true);
+    return store;
+  }
+
+  private constructor(path: string, options: SqliteStoreOptions) {
+    this.#path = path;
+    this.#options = options;
+    this.#capacity = options.capacity;
+    this.#clock = options.clock ?? Date.now;
+    this.#index = new ReadyIndex(options.recordBudget);
+  }
+
+  get path(): string {
+    return this.#path;
+  }
+
+  get available(): boolean {
+    return this.#available && !this.#writeFailing && !this.#closed;
+  }
+
+  /** The store thread, for tests that kill it. */
+  get thread(): Worker | null {
+    return this.#worker;
+  }
+
+  now(): number {
+    return this.#clock();
+  }
+
+  subscribe(listener: StoreListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  // ── writes ────────────────────────────────────────────────────────────────
+
+  async insert(jobs: NewJob[]): Promise<InsertResult> {
+    const rows: InsertRow[] = jobs.map((job) => ({
+      id: job.id,
+      type: job.type,
+      priority: job.priority,
+      payloadText: JSON.stringify(job.payload ?? null),
+      canonicalPayload: job.idempotencyKey === null ? null : canonicalJson(job.payload ?? null),
+      maxAttempts: job.maxAttempts,
+      timeoutMs: job.timeoutMs,
+      backoff: job.backoff,
+      idempotencyKey: job.idempotencyKey,
+      dependsOn: job.dependsOn,
+      metadataText: JSON.stringify(job.metadata ?? {}),
+      runAt: job.runAt,
+      createdAt: job.createdAt,
+    }));
+    const answer = await this.#call({ op: 'insert', rows, now: this.#clock(), capacity: this.#capacity });
+    if (!answer.ok) return answer;
+    const outcomes: InsertOutcome[] = answer.outcomes.map((outcome, index) => {
+      if (!outcome.created) return { created: false, job: jobFromWire(outcome.job) };
+      const source = jobs[index] as NewJob;
+      const row = rows[index] as InsertRow;
+      const { state } = outcome;
+      const job: Job = {
+        id: source.id,
+        type: source.type,
+        status: state.status,
+        priority: source.priority,
+        payload: source.payload ?? null,
+        result: null,
+        error: state.error,
+        attempts: 0,
+        maxAttempts: source.maxAttempts,
+        timeoutMs: source.timeoutMs,
+        backoff: source.backoff,
+        progress: null,
+        idempotencyKey: source.idempotencyKey,
+        dependsOn: state.dependsOn,
+        metadata: source.metadata ?? {},
+        runAt: state.runAt,
+        createdAt: source.createdAt,
+        startedAt: null,
+        finishedAt: state.finishedAt,
+        readyAt: state.readyAt,
+      };
+      if (state.status === 'queued' || state.status === 'scheduled') {
+        const { payload: _payload, result: _result, ...summary } = job;
+        const record: JobWire = { ...summary, payloadText: row.payloadText, resultText: null };
+        if (state.parents !== null) record.parents = state.parents;
+        if (state.status === 'queued')
+          this.#index.addQueued(job.id, job.type, job.priority, state.readyAt ?? 0, record);
+        else this.#index.addDue(job.id, job.type, job.priority, state.runAt ?? 0, record);
+      }
+      this.#emit(job.id, job.type, job.status, () => job);
+      return { created: true, job };
+    });
+    return { ok: true, outcomes };
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedJob[][]> {
+    this.#assertOpen();
+    if (!this.#available) return [];
+    const now = this.#clock();
+    const promoted = this.#index.promoteDue(now);
+    if (promoted.length > 0) this.#send({ op: 'promote', items: promoted, now }, 'lazy');
+
+    type Taken = { id: string; record: JobWire | null; type: string; priority: number; readyAt: number; read?: true };
+    const batches: Taken[][] = [];
+    const { micro } = request;
+    while (batches.length < request.batches) {
+      const first = this.#index.take();
+      if (first === undefined) break;
+      const batch = [{ ...first.entry, record: first.record }];
+      batches.push(batch);
+      let expectedMs = micro === null || micro.solo.has(first.entry.id) ? undefined : micro.costs.get(first.entry.type);
+      if (micro === null || expectedMs === undefined) continue;
+      while (batch.length < micro.maxJobs && expectedMs < micro.budgetMs) {
+        const next = this.#index.peek();
+        const cost = next === undefined || micro.solo.has(next.id) ? undefined : micro.costs.get(next.type);
+        // The next job does not fit: it stays first in line for the next batch.
+        if (cost === undefined) break;
+        const taken = this.#index.take();
+        if (taken === undefined) break;
+        batch.push({ ...taken.entry, record: taken.record });
+        expectedMs += cost;
+      }
+    }
+    if (batches.length === 0) return [];
+
+    const missing = batches.flat().filter((entry) => entry.record === null);
+    if (missing.length > 0) {
+      const fetched = await this.#call({ op: 'fetch', ids: missing.map((entry) => entry.id) });
+      for (const [i, entry] of missing.entries()) {
+        entry.record = fetched[i] ?? null;
+        entry.read = true;
+      }
+    }
+
+    const owner = request.owner;
+    const expiresAt = now + request.leaseMs;
+    const ids: string[] = [];
+    const priorities: number[] = [];
+    const claimed: ClaimedJob[][] = [];
+    for (const batch of batches) {
+      const jobs: ClaimedJob[] = [];
+      for (const entry of batch) {
+        const record = entry.record;
+        // Gone from the file since it was indexed, or no longer queued there.
+        if (record === null || (entry.read === true && record.status !== 'queued')) continue;
+        record.status = 'running';
+        record.attempts += 1;
+        record.startedAt = now;
+        record.progress = null;
+        record.runAt = null;
+        record.readyAt = entry.readyAt;
+        const { payloadText, resultText: _resultText, parents, ...summary } = record;
+        const job: ClaimedJob = { ...summary, payloadText: payloadText ?? 'null', parents: parents ?? [] };
+        ids.push(job.id);
+        priorities.push(entry.priority);
+        this.#running.set(job.id, { wire: record, owner });
+        this.#queueClaims.push({ id: job.id, attempt: job.attempts });
+        jobs.push(job);
+      }
+      if (jobs.length > 0) claimed.push(jobs);
+    }
+    this.#send({ op: 'claim', ids, priorities, owner, expiresAt, now }, 'lazy');
+    for (const jobs of claimed) {
+      for (const job of jobs) {
+        const running = this.#running.get(job.id) as Running;
+        this.#emit(job.id, job.type, 'running', () => this.#runningJob(running));
+      }
+    }
+    return claimed;
+  }
+
+  heartbeat(owner: string, ids: string[], leaseMs: number): Promise<string[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.#call({ op: 'heartbeat', owner, ids, expiresAt: this.#clock() + leaseMs }, 'lazy');
+  }
+
+  /**
+   * Progress lives on this process's copy of the running job, not in the file: a
+   * handler may report it many times a second, and it only matters while the attempt
+   * runs. Reads overlay it; a completion writes the last report with the result.
+   */
+  progress(id: string, attempt: number, owner: string, progress: Progress): void {
+    const running = this.#running.get(id);
+    if (running === undefined || running.owner !== owner || running.wire.attempts !== attempt) return;
+    running.wire.progress = progress;
+    for (const listener of this.#listeners) {
+      listener({ kind: 'progress', id, attempt, progress, job: () => this.#runningJob(running) });
+    }
+  }
+
+  async finish(items: FinishItem[]): Promise<(Finished | null)[]> {
+    const now = this.#clock();
+    const copies: (Running | null)[] = [];
+    const rows: FinishRow[] = items.map((item) => {
+      const running = this.#running.get(item.id);
+      const mine =
+        running !== undefined && running.owner === item.owner && running.wire.attempts === item.attempt
+          ? running
+          : null;
+      copies.push(mine);
+      const { outcome } = item;
+      return {
+        id: item.id,
+        attempt: item.attempt,
+        owner: item.owner,
+        expired: item.expired === true,
+        wantJob: mine === null,
+        outcome:
+          outcome.kind === 'completed'
+            ? {
+                kind: 'completed',
+                resultText: outcome.resultText,
+                progressText: mine?.wire.progress == null ? null : JSON.stringify(mine.wire.progress),
+              }
+            : outcome.kind === 'failed'
+              ? { kind: 'failed', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt }
+              : { kind: 'released', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt },
+      };
+    });
+    const answers = await this.#call({ op: 'finish', rows, now });
+    return answers.map((answer, i) => {
+      const item = items[i] as FinishItem;
+      if (answer === null) return null;
+      const mine = copies[i] ?? null;
+      if (mine !== null && this.#running.get(item.id) === mine) this.#running.delete(item.id);
+      let wire: JobWire | null = answer.job;
+      if (mine !== null) {
+        wire = mine.wire;
+        wire.status = answer.status;
+        wire.runAt = answer.retryAt;
+        if (answer.status === 'completed') {
+          wire.resultText = (item.outcome as { resultText: string }).resultText;
+          wire.finishedAt = now;
+        } else {
+          wire.error = (item.outcome as { error: Job['error'] }).error;
+          if (answer.status === 'failed') wire.finishedAt = now;
+          if (item.outcome.kind === 'released') wire.attempts = Math.max(0, wire.attempts - 1);
+        }
+      }
+      if (wire !== null) {
+        const done = wire;
+        if (answer.status === 'retrying') {
+          this.#index.addDue(done.id, done.type, done.priority, answer.retryAt ?? now, done);
+        }
+        this.#emit(done.id, done.type, done.status, () => jobFromWire(done));
+      }
+      this.#applyOthers(answer.others);
+      return { status: answer.status, others: answer.others.length };
+    });
+  }
+
+  async cancel(id: string): Promise<Changes | InvalidState | null> {
+    // Taken out of the index at once, so no claim hands it out while the cancel is on its way.
+    const held = this.#index.remove(id);
+    let answer: Answers['cancel'];
+    try {
+      answer = await this.#call({ op: 'cancel', id, now: this.#clock() });
+    } catch (error) {
+      if (held !== null && held.status === 'queued') {
+        this.#index.addQueued(id, held.type, held.priority, held.readyAt ?? 0, held);
+      }
+      throw error;
+    }
+    if (answer === null || 'invalidState' in answer) return answer;
+    this.#running.delete(id);
+    return this.#applyChanges(answer);
+  }
+
+  async retry(id: string): Promise<Changes | InvalidState | null> {
+    const answer = await this.#call({ op: 'retry', id, now: this.#clock() });
+    if (answer === null || 'invalidState' in answer) return answer;
+    return this.#applyChanges(answer);
+  }
+
+  async remove(id: string): Promise<'removed' | InvalidState | null> {
+    const answer = await this.#call({ op: 'remove', id });
+    if (answer === null || 'invalidState' in answer) return answer;
+    return 'removed';
+  }
+
+  setPaused(paused: boolean): Promise<void> {
+    return this.#call({ op: 'setPaused', paused }).then(() => undefined);
+  }
+
+  purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
+    return this.#call({ op: 'purge', status, olderThan: this.#clock() - ageMs, limit });
+  }
+
+  // ── reads ─────────────────────────────────────────────────────────────────
+
+  async get(id: string): Promise<Job | null> {
+    const wire = await this.#call({ op: 'get', id });
+    if (wire === null) return null;
+    const job = jobFromWire(wire);
+    const running = this.#running.get(id);
+    if (running !== undefined && job.status === 'running') job.progress = running.wire.progress;
+    return job;
+  }
+
+  list(filter: ListFilter): Promise<Page> {
+    return this.#call({ op: 'list', filter });
+  }
+
+  async counts(): Promise<QueueCounts> {
+    const counts = await this.#call({ op: 'counts' });
+    return { ...counts, oldestQueuedReadyAt: this.#index.oldestQueuedReadyAt(), exact: true };
+  }
+
+  paused(): Promise<boolean> {
+    return this.#call({ op: 'paused' });
+  }
+
+  nextDueAt(): Promise<number | null> {
+    return Promise.resolve(this.#index.nextDueAt());
+  }
+
+  expiredLeases(limit: number): Promise<ExpiredAttempt[]> {
+    return this.#call({ op: 'expired', now: this.#clock(), limit });
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#restartTimer !== null) clearTimeout(this.#restartTimer);
+      this.#restartTimer = null;
+      const worker = this.#worker;
+      if (worker !== null && this.#available) {
+        this.#flush();
+        const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+        worker.postMessage('close');
+        await exited;
+      } else if (worker !== null) {
+        await worker.terminate();
+      }
+      this.#closed = true;
+      this.#available = false;
+      this.#worker = null;
+      this.#failAll(new StoreError('store_closed', 'the job store is closed'));
+    })();
+    return this.#closing;
+  }
+
+  // ── changes ───────────────────────────────────────────────────────────────
+
+  #applyChanges(changes: ChangesWire): Changes {
+    const job = this.#applyOne(changes.job);
+    this.#applyOthers(changes.others);
+    return { job: jobFromWire(job), others: changes.others.map(jobFromWire) };
+  }
+
+  #applyOthers(others: JobWire[]): void {
+    for (const other of others) this.#applyOne(other);
+  }
+
+  /** A job the store thread changed: keep the index in step and tell the listeners. */
+  #applyOne(wire: JobWire): JobWire {
+    if (wire.status === 'queued') this.#index.addQueued(wire.id, wire.type, wire.priority, wire.readyAt ?? 0, wire);
+    else if (wire.status === 'scheduled' || wire.status === 'retrying') {
+      this.#index.addDue(wire.id, wire.type, wire.priority, wire.runAt ?? 0, wire);
+    } else this.#index.remove(wire.id);
+    this.#emit(wire.id, wire.type, wire.status, () => jobFromWire(wire));
+    return wire;
+  }
+
+  #emit(id: string, type: string, status: JobStatus, job: () => Job): void {
+    for (const listener of this.#listeners) listener({ kind: 'changed', id, type, status, job });
+  }
+
+  #lost(claims: { id: string; attempt: number }[]): void {
+    for (const { id, attempt } of claims) {
+      const running = this.#running.get(id);
+      if (running === undefined || running.wire.attempts !== attempt) continue;
+      this.#running.delete(id);
+      for (const listener of this.#listeners) listener({ kind: 'lost', id, attempt });
+    }
+  }
+
+  #runningJob(running: Running): Job {
+    return jobFromWire(running.wire);
+  }
+
+  // ── the store thread ──────────────────────────────────────────────────────
+
+  async #start(first: boolean): Promise<void> {
+    const workerData: StoreThreadData = {
+      path: this.#path,
+      synchronous: this.#options.synchronous ?? 'full',
+      maxPageCount: this.#options.maxPageCount ?? null,
+      expireLeases: first,
+    };
+    const worker = new Worker(new URL('./thread.js', import.meta.url), { workerData });
+    this.#worker = worker;
+    const snapshot = await new Promise<Snapshot>((resolve, reject) => {
+      const onExit = (code: number) => reject(new Error(`the store thread exited with code ${code} while opening`));
+      const onError = (error: Error) => reject(error);
+      worker.once('error', onError);
+      worker.once('exit', onExit);
+      worker.once('message', (reply: Reply) => {
+        worker.off('error', onError);
+        worker.off('exit', onExit);
+        if (reply.kind === 'ready') resolve(reply.snapshot);
+        else if (reply.kind === 'open_failed') {
+          void worker.terminate();
+          reject(toError(reply.error));
+        } else reject(new Error(`unexpected first message from the store thread: ${reply.kind}`));
+      });
+    });
+    worker.on('message', (reply: Reply) => this.#onReply(reply));
+    worker.on('error', () => {
+      // 'exit' follows and does the work.
+    });
+    worker.once('exit', () => this.#onExit(worker));
+    this.#index.rebuild(snapshot, (id) => this.#running.has(id));
+    this.#available = true;
+  }
+
+  #onReply(reply: Reply): void {
+    if (reply.kind !== 'done') return;
+    if (reply.rebuilt !== null) {
+      for (const { seq } of reply.replies) this.#lost(this.#inFlight.get(seq)?.claims ?? []);
+      this.#index.rebuild(reply.rebuilt, (id) => this.#running.has(id));
+    }
+    for (const { seq, results } of reply.replies) {
+      const flight = this.#inFlight.get(seq);
+      if (flight === undefined) continue;
+      this.#inFlight.delete(seq);
+      for (const [i, entry] of flight.entries.entries()) {
+        const result = results[i];
+        if (result !== undefined && !READ_OPS.has(entry.op.op))
+          this.#writeFailing = !result.ok && result.error.unavailable;
+        settle(entry, result);
+      }
+    }
+  }
+
+  #onExit(worker: Worker): void {
+    if (this.#worker !== worker) return;
+    this.#worker = null;
+    this.#available = false;
+    if (this.#closed || this.#closing !== null) return;
+    const error = new StoreError('store_unavailable', 'the store thread stopped; the store is restarting it');
+    for (const flight of this.#inFlight.values()) this.#lost(flight.claims);
+    this.#lost(this.#queueClaims);
+    this.#failAll(error);
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = null;
+      this.#start(false).catch(() => this.#onExit(worker));
+    }, this.#options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS);
+    this.#restartTimer.unref();
+  }
+
+  #failAll(error: Error): void {
+    const flights = [...this.#inFlight.values()];
+    this.#inFlight.clear();
+    const queued = this.#queue;
+    this.#queue = [];
+    this.#queueClaims = [];
+    for (const flight of flights) for (const entry of flight.entries) entry.reject(error);
+    for (const entry of queued) entry.reject(error);
+  }
+
+  #call<K extends Op['op']>(op: Extract<Op, { op: K }>, urgency: 'now' | 'lazy' = 'now'): Promise<Answers[K]> {
+    if (this.#closed || this.#closing !== null) return Promise.reject(closedError());
+    if (!this.#available) {
+      return Promise.reject(new StoreError('store_unavailable', 'the store thread is restarting; try again shortly'));
+    }
+    return new Promise<Answers[K]>((resolve, reject) => {
+      this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject });
+      this.#schedule(urgency);
+    });
+  }
+
+  /** An op whose answer nobody waits for; a failure shows as lost claims or a rebuilt index. */
+  #send(op: Op, urgency: 'now' | 'lazy'): void {
+    if (!this.#available) return;
+    this.#queue.push({ op, resolve: () => {}, reject: () => {} });
+    this.#schedule(urgency);
+  }
+
+  #schedule(urgency: 'now' | 'lazy'): void {
+    if (urgency === 'now') {
+      this.#flushImmediate ??= setImmediate(() => this.#flush());
+    } else if (this.#flushTimer === null && this.#flushImmediate === null) {
+      this.#flushTimer = setTimeout(() => this.#flush(), LAZY_FLUSH_MS);
+      this.#flushTimer.unref();
+    }
+  }
+
+  #flush(): void {
+    if (this.#flushImmediate !== null) clearImmediate(this.#flushImmediate);
+    if (this.#flushTimer !== null) clearTimeout(this.#flushTimer);
+    this.#flushImmediate = null;
+    this.#flushTimer = null;
+    if (this.#queue.length === 0 || this.#worker === null) return;
+    const seq = ++this.#seq;
+    const entries = this.#queue;
+    this.#queue = [];
+    this.#inFlight.set(seq, { entries, claims: this.#queueClaims });
+    this.#queueClaims = [];
+    const request: Request = { seq, ops: entries.map((entry) => entry.op) };
+    this.#worker.postMessage(request);
+  }
+
+  #assertOpen(): void {
+    if (this.#closed || this.#closing !== null) throw closedError();
+  }
+}
+
+function settle(entry: Pending, result: OpResult | undefined): void {
+  if (result === undefined) entry.reject(new Error('the store thread sent no answer for an operation'));
+  else if (result.ok) entry.resolve(result.value);
+  else entry.reject(toError(result.error));
+}
+
+function toError(error: WireError): Error {
+  if (error.code === 'invalid_cursor' || error.code === 'store_in_use' || error.code === 'unsupported_schema') {
+    return new StoreError(error.code, error.message);
+  }
+  if (error.unavailable) {
+    return new StoreError('store_unavailable', `the store cannot write: ${error.message}`);
+  }
+  const plain = new Error(error.message);
+  plain.name = error.name;
+  return plain;
+}
+
+function closedError(): StoreError {
+  return new StoreError('store_closed', 'the job store is closed');
+}

@@ -1,0 +1,224 @@
+/**
+ * The store thread: owns the SQLite connection, runs every statement and every
+ * COMMIT (and its fsync), so the main thread never blocks on the disk.
+ *
+ * Group commit: every request that is waiting when the thread turns to its queue runs
+ * in one transaction, each operation in a savepoint of its own (one that throws undoes
+ * only itself), and one COMMIT makes them all durable; then one message answers them
+ * all. While that COMMIT runs, new requests queue up for the next one. A request of
+ * reads only runs without a transaction.
+ *
+ * If SQLite rolls the transaction back (disk full, I/O error) or the COMMIT fails,
+ * every operation of the group fails as `unavailable`, the counters are rebuilt from
+ * the file, and the answer carries a fresh snapshot of the ready jobs so the main
+ * thread can rebuild its index and abandon claims that were never stored.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { StoreError } from '../errors.js';
+import { migrate } from './migrate.js';
+import {
+  type Op,
+  type OpResult,
+  READ_OPS,
+  type Reply,
+  type Request,
+  type Snapshot,
+  type StoreThreadData,
+  type WireError,
+} from './protocol.js';
+import { prepareStatements, type Statements } from './statements.js';
+import { SqliteTransitions } from './transitions.js';
+
+/** Page cache of the connection: the hot pages of jobs and its indexes stay in memory. */
+const CACHE_KIB = 64 * 1024;
+
+const data = workerData as StoreThreadData;
+const port = parentPort;
+
+function open(): { db: Database.Database; s: Statements; transitions: SqliteTransitions } {
+  const inMemory = data.path === ':memory:' || data.path === '';
+  if (!inMemory) mkdirSync(dirname(resolve(data.path)), { recursive: true });
+  // No busy wait: the only other holder of the file can be another Kiln process, and it
+  // keeps its exclusive lock until it exits.
+  const db = new Database(data.path, { timeout: 0 });
+  try {
+    if (!inMemory) {
+      db.pragma('locking_mode = EXCLUSIVE');
+      db.pragma('journal_mode = WAL');
+    }
+    db.pragma(`synchronous = ${data.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    db.pragma(`cache_size = -${CACHE_KIB}`);
+    db.pragma('temp_store = MEMORY');
+    if (data.maxPageCount !== null) db.pragma(`max_page_count = ${data.maxPageCount}`);
+    migrate(db, data.path);
+    const s = prepareStatements(db);
+    // An exclusive transaction takes the file lock now, not at the first write. Holding
+    // the lock proves that no other process runs any job of this file, so every lease
+    // in it is dead: the rescuer retries those attempts at once.
+    let transitions: SqliteTransitions | null = null;
+    db.transaction(() => {
+      if (data.expireLeases) s.expireAll.run();
+      transitions = new SqliteTransitions(s);
+    }).exclusive();
+    return { db, s, transitions: transitions as unknown as SqliteTransitions };
+  } catch (error) {
+    db.close();
+    if (isBusy(error)) {
+      throw new StoreError('store_in_use', `the database ${data.path} is in use by another Kiln process`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+function run(t: SqliteTransitions, op: Op): unknown {
+  switch (op.op) {
+    case 'insert':
+      return t.insert(op.rows, op.now, op.capacity);
+    case 'claim':
+      return t.claim(op.ids, op.priorities, op.owner, op.expiresAt, op.now);
+    case 'promote':
+      t.promote(op.items, op.now);
+      return null;
+    case 'heartbeat':
+      return t.heartbeat(op.owner, op.ids, op.expiresAt);
+    case 'finish':
+      return t.finish(op.rows, op.now);
+    case 'cancel':
+      return t.cancel(op.id, op.now);
+    case 'retry':
+      return t.retry(op.id, op.now);
+    case 'remove':
+      return t.remove(op.id);
+    case 'get':
+      return t.get(op.id);
+    case 'fetch':
+      return t.fetch(op.ids);
+    case 'list':
+      return t.list(op.filter);
+    case 'counts':
+      return t.counts();
+    case 'paused':
+      return t.paused();
+    case 'setPaused':
+      return t.setPaused(op.paused);
+    case 'expired':
+      return t.expired(op.now, op.limit);
+    case 'purge':
+      return t.purge(op.status, op.olderThan, op.limit);
+    case 'snapshot':
+      return t.snapshot();
+  }
+}
+
+function wireError(error: unknown, unavailable: boolean): WireError {
+  const code = (error as { code?: unknown } | null)?.code;
+  const sqliteCode = typeof code === 'string' && code.startsWith('SQLITE_') ? code : null;
+  return {
+    name: error instanceof Error ? error.name : 'Error',
+    message: error instanceof Error ? error.message : String(error),
+    code: typeof code === 'string' ? code : null,
+    // A failing disk or file (full, read-only, I/O error, locked) means the store cannot write now.
+    unavailable: unavailable || (sqliteCode !== null && !sqliteCode.startsWith('SQLITE_CONSTRAINT')),
+  };
+}
+
+function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void {
+  const savepoint = db.transaction((op: Op) => run(t, op));
+  let closing = false;
+  const handle = (first: Request): void => {
+    const requests: Request[] = [first];
+    for (;;) {
+      const next = receiveMessageOnPort(port as never) as { message: Request | 'close' } | undefined;
+      if (next === undefined) break;
+      if (next.message === 'close') {
+        closing = true;
+        break;
+      }
+      requests.push(next.message);
+    }
+    const writes = requests.some((request) => request.ops.some((op) => !READ_OPS.has(op.op)));
+    const replies = requests.map((request) => ({ seq: request.seq, results: [] as OpResult[] }));
+    let lost: unknown = null;
+    if (writes) {
+      try {
+        s.begin.run();
+      } catch (error) {
+        lost = error;
+      }
+    }
+    for (const [index, request] of requests.entries()) {
+      const results = (replies[index] as { results: OpResult[] }).results;
+      for (const op of request.ops) {
+        if (lost !== null) {
+          results.push({ ok: false, error: wireError(lost, true) });
+          continue;
+        }
+        try {
+          results.push({ ok: true, value: writes ? savepoint(op) : run(t, op) });
+        } catch (error) {
+          results.push({ ok: false, error: wireError(error, false) });
+          // SQLite rolled the whole transaction back (e.g. disk full): every write of the group is lost.
+          if (writes && !db.inTransaction) lost = error;
+        }
+      }
+    }
+    if (writes && lost === null) {
+      try {
+        s.commit.run();
+      } catch (error) {
+        lost = error;
+      }
+    }
+    let rebuilt: Snapshot | null = null;
+    if (lost !== null) {
+      if (db.inTransaction) {
+        try {
+          s.rollback.run();
+        } catch {
+          // The connection already rolled back; the rebuild reads what the file holds.
+        }
+      }
+      const error = wireError(lost, true);
+      for (const reply of replies) reply.results = reply.results.map(() => ({ ok: false, error }));
+      t.rebuild();
+      rebuilt = t.snapshot();
+    }
+    const reply: Reply = { kind: 'done', replies, rebuilt };
+    port?.postMessage(reply);
+  };
+  const close = () => {
+    db.close();
+    port?.close();
+  };
+  port?.on('message', (message: Request | 'close') => {
+    if (message === 'close' || closing) {
+      close();
+      return;
+    }
+    handle(message);
+    if (closing) close();
+  });
+}
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+try {
+  const { db, s, transitions } = open();
+  serve(db, s, transitions);
+  const ready: Reply = { kind: 'ready', snapshot: transitions.snapshot() };
+  port?.postMessage(ready);
+} catch (error) {
+  const failed: Reply = {
+    kind: 'open_failed',
+    error: { ...wireError(error, false), code: error instanceof StoreError ? error.code : null },
+  };
+  port?.postMessage(failed);
+}

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import { startServer, type TestServer } from '../support/kiln.js';
+
+/** Asks /ready until it answers `status` (the store thread comes back by itself). */
+async function untilReady(server: TestServer, status: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const ready = await server.request('GET', '/ready');
+    if (ready.status === status) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.fail(`/ready never answered ${status}`);
+}
+
+describe('the store failing under the HTTP API', () => {
+  it('answers 503 store_unavailable when the file is full, keeps every job it accepted, runs each once', async () => {
+    const server = await startServer({ KILN_STORE: 'sqlite', KILN_THREADS: '1' }, (dir) =>
+      // About 1.2 MB of pages: a few batches of jobs with 3 KiB of metadata fill it.
+      SqliteStore.open(join(dir, 'full.db'), { capacity: 100_000, maxPageCount: 300 }),
+    );
+    try {
+      await server.request('POST', '/v1/queue/pause');
+      const accepted: string[] = [];
+      let refused = 0;
+      for (let batch = 0; batch < 40 && refused === 0; batch++) {
+        const jobs = Array.from({ length: 50 }, (_, i) => ({
+          type: 'test.quick',
+          payload: { n: batch * 50 + i },
+          metadata: { pad: 'x'.repeat(3000) },
+        }));
+        const response = await server.request('POST', '/v1/jobs/batch', { jobs });
+        if (response.status === 201) {
+          for (const job of response.body.jobs as { id: string }[]) accepted.push(job.id);
+          continue;
+        }
+        assert.equal(response.status, 503, response.text);
+        assert.equal(response.body.code, 'store_unavailable');
+        assert.ok(response.headers.get('retry-after'), 'Retry-After is set');
+        refused += 1;
+      }
+      assert.equal(refused, 1, 'the file filled up');
+      assert.ok(accepted.length > 0);
+      const ready = await server.request('GET', '/ready');
+      assert.equal(ready.status, 503);
+      assert.match(ready.body.reason, /store/);
+
+      // Nothing of the refused batch was stored; everything accepted is there.
+      const queue = await server.request('GET', '/v1/queue');
+      assert.equal(queue.body.pending, accepted.length);
+
+      await server.request('POST', '/v1/queue/resume');
+      for (const id of accepted) {
+        const job = await server.waitForJob(id);
+        assert.equal(job.status, 'completed', JSON.stringify(job));
+        assert.equal(job.attempts, 1, `job ${id} ran once`);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers 503 while the store thread is down, starts a new one, and loses nothing', async () => {
+    let store: SqliteStore | null = null;
+    // Two threads: one holds the job that runs through the restart, the other runs the rest.
+    const server = await startServer({ KILN_STORE: 'sqlite', KILN_THREADS: '2' }, async (dir) => {
+      store = await SqliteStore.open(join(dir, 'kiln.db'), { capacity: 1000, restartDelayMs: 20 });
+      return store;
+    });
+    try {
+      const running = await server.request('POST', '/v1/jobs', { type: 'test.progress' });
+      assert.equal(running.status, 201, running.text);
+      await server.whenStatus(running.body.id, 'running');
+      const before = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { n: 1 } });
+      assert.equal(before.status, 201);
+      await server.waitForJob(before.body.id);
+
+      const thread = (store as SqliteStore | null)?.thread;
+      assert.ok(thread);
+      await thread.terminate();
+
+      const refused = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { n: 2 } });
+      // The restart may already have happened on a fast machine; a 201 then must be a stored job.
+      if (refused.status === 503) {
+        assert.equal(refused.body.code, 'store_unavailable');
+      } else {
+        assert.equal(refused.status, 201, refused.text);
+      }
+      await untilReady(server, 200);
+
+      // The attempt that ran through the restart still holds its lease: cancel ends it, once.
+      const cancelled = await server.request('POST', `/v1/jobs/${running.body.id}/cancel`);
+      assert.equal(cancelled.status, 200, cancelled.text);
+      assert.equal(cancelled.body.status, 'cancelled');
+      assert.equal(cancelled.body.attempts, 1, JSON.stringify(cancelled.body));
+
+      const after = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { n: 3 } });
+      assert.equal(after.status, 201, after.text);
+      const done = await server.waitForJob(after.body.id);
+      assert.equal(done.status, 'completed');
+      const earlier = await server.request('GET', `/v1/jobs/${before.body.id}`);
+      assert.equal(earlier.body.status, 'completed');
+      assert.equal(earlier.body.attempts, 1);
+    } finally {
+      await server.close();
+    }
+  });
+});
