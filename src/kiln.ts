@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import type { Config } from './config.js';
+import type { MicroBatchOptions } from './scheduler/micro-batch.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { buildApp, type KilnApp } from './server/app.js';
 import { openStore } from './store/open-store.js';
@@ -27,6 +28,8 @@ export interface KilnParts {
   logger?: FastifyBaseLogger;
   /** A store opened by the caller (tests that open it with options no variable sets); closed by stop(). */
   store?: JobStore;
+  /** Micro-batch sizing (tests fix which types count as tiny instead of measuring the machine). */
+  microBatch?: MicroBatchOptions;
 }
 
 /** The composition root: config → store → pool → scheduler → server. */
@@ -54,6 +57,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     retainCompletedMs: config.retainCompletedMs,
     retainFailedMs: config.retainFailedMs,
     logger: log,
+    ...(parts.microBatch === undefined ? {} : { microBatch: parts.microBatch }),
   });
   const running = scheduler;
   const app = await buildApp({

@@ -5,7 +5,7 @@ import type { WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, AttemptResult } from '../workers/protocol.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { KilnMetrics } from './metrics.js';
-import { MicroBatching } from './micro-batch.js';
+import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
 import { type AttemptEnd, decideAttempt } from './retry-policy.js';
 
 export interface DispatcherOptions {
@@ -16,10 +16,7 @@ export interface DispatcherOptions {
   leaseMs: number;
   onError(message: string, error: unknown): void;
   random?: () => number;
-  /** Upper bound of one micro-batch's expected run time. */
-  batchBudgetMs?: number;
-  /** Largest micro-batch. */
-  maxBatch?: number;
+  microBatch?: MicroBatchOptions;
 }
 
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
@@ -84,7 +81,7 @@ export class Dispatcher {
     this.#pool = options.pool;
     this.#metrics = options.metrics;
     this.#random = options.random ?? Math.random;
-    this.#micro = new MicroBatching({ budgetMs: options.batchBudgetMs ?? 2, maxJobs: options.maxBatch ?? 100 });
+    this.#micro = new MicroBatching(options.microBatch ?? {});
     this.#leases = new LeaseKeeper({
       store: options.store,
       owner: this.owner,

@@ -7,6 +7,15 @@ const COST_WEIGHT = 0.2;
 /** Samples before a type's mean is trusted. */
 const MIN_SAMPLES = 3;
 
+export interface MicroBatchOptions {
+  /** Upper bound of one batch's expected run time (default 2 ms). */
+  budgetMs?: number;
+  /** Largest batch (default 100). */
+  maxJobs?: number;
+  /** Types whose mean attempt time is at most this are batched (default TINY_JOB_MS). */
+  tinyMs?: number;
+}
+
 /**
  * Micro-batch sizing: learns each task type's mean attempt time from what threads
  * measure, and says which types are tiny enough to share one message to a thread.
@@ -19,10 +28,12 @@ export class MicroBatching {
   readonly #solo = new Set<string>();
   readonly #budgetMs: number;
   readonly #maxJobs: number;
+  readonly #tinyMs: number;
 
-  constructor(options: { budgetMs: number; maxJobs: number }) {
-    this.#budgetMs = options.budgetMs;
-    this.#maxJobs = options.maxJobs;
+  constructor(options: MicroBatchOptions) {
+    this.#budgetMs = options.budgetMs ?? 2;
+    this.#maxJobs = options.maxJobs ?? 100;
+    this.#tinyMs = options.tinyMs ?? TINY_JOB_MS;
   }
 
   /** What a claim needs to size batches; null when batching cannot apply. */
@@ -41,7 +52,7 @@ export class MicroBatching {
       cost.meanMs += COST_WEIGHT * (ms - cost.meanMs);
       cost.samples += 1;
     }
-    if (cost.samples >= MIN_SAMPLES && cost.meanMs <= TINY_JOB_MS) this.#tiny.set(type, Math.max(cost.meanMs, 0.001));
+    if (cost.samples >= MIN_SAMPLES && cost.meanMs <= this.#tinyMs) this.#tiny.set(type, Math.max(cost.meanMs, 0.001));
     else this.#tiny.delete(type);
   }
 

@@ -12,6 +12,7 @@ import { type FieldIssue, KilnError, notFound, validationError } from './errors.
 import { JobEvents } from './events.js';
 import { KilnMetrics } from './metrics.js';
 import { RateWindow } from './rate-window.js';
+import type { MicroBatchOptions } from './micro-batch.js';
 import { Rescuer } from './rescuer.js';
 
 /** One job as a client asked for it, envelope already validated. */
@@ -57,6 +58,7 @@ export interface SchedulerOptions {
   retainFailedMs: number;
   logger?: SchedulerLogger;
   random?: () => number;
+  microBatch?: MicroBatchOptions;
 }
 
 export interface SchedulerLogger {
@@ -117,6 +119,7 @@ export class Scheduler {
       leaseMs: options.leaseMs,
       onError: (message, error) => this.#log.error({ err: error }, message),
       ...(options.random === undefined ? {} : { random: options.random }),
+      ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
     });
     this.#rescuer = new Rescuer({
       store: options.store,

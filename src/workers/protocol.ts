@@ -18,11 +18,12 @@ export interface AttemptInput {
   parents: ParentResult[];
 }
 
-export type AttemptResult = /** `resultText`: the result as JSON text, as it is stored. */
-({ ok: true; resultText: string } | { ok: false; error: { name: string; message: string; retryable: boolean } }) & {
-  /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
-  ms?: number;
-};
+export type AttemptResult =
+  /** `resultText`: the result as JSON text, as it is stored. */
+  ({ ok: true; resultText: string } | { ok: false; error: { name: string; message: string; retryable: boolean } }) & {
+    /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
+    ms?: number;
+  };
 
 /** The message a pool task carries: one or more attempts, run in order in one thread. */
 export interface ThreadTask {

@@ -11,7 +11,9 @@ async function submitBatch(server: TestServer, jobs: object[]): Promise<string[]
 describe('micro-batches of tiny jobs', () => {
   let server: TestServer;
   before(async () => {
-    server = await startServer({ KILN_THREADS: '1' });
+    // Any type measured under 50 ms counts as tiny here, so the test does not depend on
+    // how fast this machine runs test.quick (cpu.spin of a second never qualifies).
+    server = await startServer({ KILN_THREADS: '1' }, undefined, { microBatch: { tinyMs: 50 } });
     // Teach the dispatcher that test.quick is tiny: a few jobs, one message each.
     const warm = await submitBatch(
       server,
@@ -72,9 +74,11 @@ describe('micro-batches of tiny jobs', () => {
   it('never puts a slow job in a batch of tiny ones, so the batch timeout cannot kill it', async () => {
     await server.request('POST', '/v1/queue/pause');
     const ids = await submitBatch(server, [
-      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 300 })),
-      { type: 'cpu.spin', payload: { ms: 400 }, maxAttempts: 1 },
-      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 300 })),
+      // Batches of tiny jobs take milliseconds; had the spin joined one, the batch's
+      // timeout (its jobs' least, 500 ms) would end it after half of its 1 s.
+      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 500 })),
+      { type: 'cpu.spin', payload: { ms: 1000 }, maxAttempts: 1 },
+      ...Array.from({ length: 30 }, (_, n) => ({ type: 'test.quick', payload: { n }, timeoutMs: 500 })),
     ]);
     await server.request('POST', '/v1/queue/resume');
     const done: any[] = await Promise.all(ids.map((id) => server.waitForJob(id)));

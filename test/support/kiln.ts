@@ -7,7 +7,7 @@ import type { Job } from '../../src/jobs/model.js';
 import { requestJson, type TestResponse } from './http.js';
 
 export type { TestResponse } from './http.js';
-import { createKiln, type Kiln } from '../../src/kiln.js';
+import { createKiln, type Kiln, type KilnParts } from '../../src/kiln.js';
 import type { JobStore } from '../../src/store/store.js';
 
 /** The repository root, from dist/test/support/ or test/support/. */
@@ -34,6 +34,7 @@ export interface TestServer {
 export async function startServer(
   env: Record<string, string> = {},
   openStore?: (dataDir: string) => Promise<JobStore>,
+  parts: Omit<KilnParts, 'store'> = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'kiln-test-'));
   const config = loadConfig({
@@ -47,7 +48,10 @@ export async function startServer(
     ...env,
     ...(env.KILN_STORE === 'sqlite' ? { KILN_STORE: `sqlite:${join(dataDir, 'kiln.db')}` } : {}),
   });
-  const kiln = await createKiln(config, openStore === undefined ? {} : { store: await openStore(dataDir) });
+  const kiln = await createKiln(config, {
+    ...parts,
+    ...(openStore === undefined ? {} : { store: await openStore(dataDir) }),
+  });
   const url = await kiln.listen();
   const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     requestJson(url, method, path, body, headers);

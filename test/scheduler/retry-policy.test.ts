@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decideAttempt, decideExpired } from '../../src/scheduler/retry-policy.js';
+
+const NOW = 1_700_000_000_000;
+const half = () => 0.5;
+const job = {
+  attempts: 1,
+  maxAttempts: 3,
+  timeoutMs: 1000,
+  backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' as const },
+};
+
+describe('retry policy', () => {
+  it('completes with the result text', () => {
+    const decision = decideAttempt(
+      job,
+      { kind: 'answered', result: { ok: true, resultText: '{"a":1}' } },
+      true,
+      NOW,
+      half,
+    );
+    assert.deepEqual(decision, { outcome: { kind: 'completed', resultText: '{"a":1}' }, metric: 'success' });
+  });
+
+  it('retries a handler error after backoff, and fails it on the last attempt or when not retryable', () => {
+    const error = { name: 'Error', message: 'boom', retryable: true };
+    const retry = decideAttempt(job, { kind: 'answered', result: { ok: false, error } }, true, NOW, half);
+    assert.deepEqual(retry, {
+      outcome: {
+        kind: 'failed',
+        error: { code: 'handler_error', message: 'Error: boom', attempt: 1 },
+        retryAt: NOW + 100,
+      },
+      metric: 'error',
+    });
+    const third = { ...job, attempts: 3 };
+    const last = decideAttempt(third, { kind: 'answered', result: { ok: false, error } }, true, NOW, half);
+    assert.equal(last.outcome.kind === 'failed' && last.outcome.retryAt, null);
+    const fatal = decideAttempt(
+      job,
+      { kind: 'answered', result: { ok: false, error: { ...error, retryable: false } } },
+      true,
+      NOW,
+      half,
+    );
+    assert.equal(fatal.outcome.kind === 'failed' && fatal.outcome.retryAt, null);
+  });
+
+  it('grows the delay with each failed attempt, up to maxMs', () => {
+    const error = { name: 'Error', message: 'boom', retryable: true };
+    const second = decideAttempt(
+      { ...job, attempts: 2, maxAttempts: 10 },
+      { kind: 'answered', result: { ok: false, error } },
+      true,
+      NOW,
+      half,
+    );
+    assert.equal(second.outcome.kind === 'failed' && second.outcome.retryAt, NOW + 200);
+    const late = decideAttempt(
+      { ...job, attempts: 9, maxAttempts: 10 },
+      { kind: 'answered', result: { ok: false, error } },
+      true,
+      NOW,
+      half,
+    );
+    assert.equal(late.outcome.kind === 'failed' && late.outcome.retryAt, NOW + 10_000);
+  });
+
+  it('fails a timed-out attempt with code timeout and a crashed one with worker_crashed, both retryable', () => {
+    const timeout = decideAttempt(job, { kind: 'aborted', reason: 'timeout' }, true, NOW, half);
+    assert.equal(timeout.metric, 'timeout');
+    assert.ok(timeout.outcome.kind === 'failed');
+    assert.equal(timeout.outcome.error.code, 'timeout');
+    assert.equal(timeout.outcome.retryAt, NOW + 100);
+    const crash = decideAttempt(job, { kind: 'crashed', cause: 'exit 3' }, true, NOW, half);
+    assert.equal(crash.metric, 'crash');
+    assert.ok(crash.outcome.kind === 'failed');
+    assert.equal(crash.outcome.error.code, 'worker_crashed');
+    assert.match(crash.outcome.error.message, /exit 3/);
+  });
+
+  it('releases (attempt not counted) what a shutdown or a broken batch cut short', () => {
+    for (const [end, alone] of [
+      [{ kind: 'aborted', reason: 'shutdown' }, true],
+      [{ kind: 'aborted', reason: 'timeout' }, false],
+      [{ kind: 'crashed', cause: 'exit' }, false],
+    ] as const) {
+      const decision = decideAttempt(job, end, alone, NOW, half);
+      assert.equal(decision.outcome.kind, 'released', JSON.stringify(end));
+      assert.ok(decision.outcome.kind === 'released');
+      assert.equal(decision.outcome.error.code, 'interrupted');
+      assert.equal(decision.outcome.retryAt, NOW);
+    }
+  });
+
+  it('retries an expired lease as interrupted, or fails it on the last attempt', () => {
+    const expired = { id: 'j', type: 't', owner: 'o', attempt: 1, maxAttempts: 2, backoff: job.backoff };
+    const retry = decideExpired(expired, NOW, half);
+    assert.ok(retry.kind === 'failed');
+    assert.equal(retry.error.code, 'interrupted');
+    assert.equal(retry.retryAt, NOW + 100);
+    const last = decideExpired({ ...expired, attempt: 2 }, NOW, half);
+    assert.ok(last.kind === 'failed');
+    assert.equal(last.retryAt, null);
+  });
+});
