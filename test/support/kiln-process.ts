@@ -4,7 +4,7 @@ import { get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { requestJson, takeSseJobs, type TestResponse } from './http.js';
-import { fixtureTasksDir, repoRoot } from './kiln.js';
+import { fixtureTasksDir, repoRoot } from './paths.js';
 
 /**
  * Kiln as its users run it: `node dist/src/main.js` in a child process, configured by
