@@ -6,7 +6,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startServer, type TestServer } from '../support/kiln.js';
-import { repoRoot } from '../support/paths.js';
+import { inheritedEnv, mainScript } from '../support/kiln-process.js';
 
 /** Sends raw bytes to the server and answers everything it wrote back. */
 function rawRequest(url: string, text: string): Promise<string> {
@@ -417,8 +417,8 @@ describe('admission and auth', () => {
 
 describe('configuration', () => {
   it('exits 1 with a one-line reason naming the variable and the value', () => {
-    const result = spawnSync(process.execPath, [join(repoRoot, 'dist', 'src', 'main.js')], {
-      env: { ...process.env, KILN_THREADS: 'abc', KILN_STORE: 'memory' },
+    const result = spawnSync(process.execPath, [mainScript], {
+      env: { ...inheritedEnv(), KILN_THREADS: 'abc', KILN_STORE: 'memory' },
       encoding: 'utf8',
     });
     assert.equal(result.status, 1);
@@ -429,8 +429,8 @@ describe('configuration', () => {
   it('stops at start when a task module is malformed, naming the file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kiln-bad-tasks-'));
     writeFileSync(join(dir, 'broken.mjs'), 'export default { name: "x y", handler: 3 };\n');
-    const result = spawnSync(process.execPath, [join(repoRoot, 'dist', 'src', 'main.js')], {
-      env: { ...process.env, KILN_TASKS_DIR: dir, KILN_STORE: 'memory', PORT: '0' },
+    const result = spawnSync(process.execPath, [mainScript], {
+      env: { ...inheritedEnv(), KILN_TASKS_DIR: dir, KILN_STORE: 'memory', PORT: '0' },
       encoding: 'utf8',
     });
     assert.equal(result.status, 1);
