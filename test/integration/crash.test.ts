@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -13,8 +13,6 @@ import { type KilnProcess, killAllKilns, mapLimit, spawnKiln } from '../support/
 
 // Interrupted attempts come back at once, so the second run is quick.
 const quickBackoff = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
-// Long enough to be running at the kill, short enough to finish again after restart.
-const LONG_MS = 4000;
 
 describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'kiln-crash-'));
@@ -22,6 +20,10 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
     KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`,
     KILN_THREADS: '2',
   };
+  // The long jobs are test.hold jobs: running until this file exists, created only
+  // before the restart, so both are certainly running at the kill.
+  const release = join(dir, 'release');
+  const long = { type: 'test.hold', priority: 9, payload: { release }, backoff: quickBackoff };
   after(async () => {
     await killAllKilns();
     rmSync(dir, { recursive: true, force: true });
@@ -43,18 +45,22 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
     });
 
     // One long job holds one thread; the other works through short ones.
-    const longA = await submit({
-      type: 'cpu.spin',
-      priority: 9,
-      payload: { ms: LONG_MS },
-      backoff: quickBackoff,
-    });
+    const longA = await submit(long);
     await first.waitForStatus(longA, 'running');
 
+    // Some short jobs finish before the kill, so the file holds every status at once:
+    // the second long job depends on the 21st short job, and takes the other thread as
+    // soon as that one completes, leaving the rest of the short jobs queued.
     const batches = await Promise.all(
       [0, 1, 2].map((b) =>
         first.request('POST', '/v1/jobs/batch', {
-          jobs: Array.from({ length: 100 }, (_, i) => spin(b * 100 + i)),
+          jobs: [
+            ...Array.from({ length: 100 }, (_, i) => ({
+              ...spin(b * 100 + i),
+              ...(b === 0 && i === 20 ? { ref: 'early' } : {}),
+            })),
+            ...(b === 0 ? [{ ...long, dependsOn: ['ref:early'] }] : []),
+          ],
         }),
       ),
     );
@@ -62,6 +68,9 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
       assert.equal(batch.status, 201, batch.text);
       for (const job of batch.body.jobs) accepted.push(job.id);
     }
+    const early = batches[0]?.body.jobs[20].id as string;
+    const longB = batches[0]?.body.jobs[100].id as string;
+    assert.deepEqual(batches[0]?.body.jobs[100].dependsOn, [early]);
     const singles = await mapLimit(
       Array.from({ length: 30 }, (_, i) => i),
       8,
@@ -69,17 +78,7 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
     );
     assert.equal(singles.length, 30);
 
-    // Some short jobs finish before the kill, so the file holds every status at once.
-    const early = batches[0]?.body.jobs[20].id as string;
     assert.equal((await first.waitForJob(early)).status, 'completed');
-
-    // The second long job takes the other thread as soon as it frees.
-    const longB = await submit({
-      type: 'cpu.spin',
-      priority: 9,
-      payload: { ms: LONG_MS },
-      backoff: quickBackoff,
-    });
     const runningB = await first.waitForStatus(longB, 'running');
     const runningA = await first.request('GET', `/v1/jobs/${longA}`);
     assert.equal(runningA.body.status, 'running', 'the first long job must still run at the kill');
@@ -116,6 +115,7 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
     assert.equal(exit.signal, 'SIGKILL');
     await racing;
 
+    writeFileSync(release, '');
     const second = await spawnKiln(env);
     const finished = await mapLimit(accepted, 32, async (id) => {
       const job = await second.waitForJob(id);
@@ -140,7 +140,7 @@ describe('SIGKILL on the SQLite store', { timeout: 60_000 }, () => {
       const job = finished.find((f) => f.id === id)?.job;
       assert.ok(job.attempts >= 2, `the interrupted job ${id} ran again: ${JSON.stringify(job)}`);
       assert.notEqual(job.startedAt, startedBefore, 'the completing attempt started after the restart');
-      assert.ok(job.result.spunMs >= LONG_MS, JSON.stringify(job.result));
+      assert.equal(job.result.pid, second.child.pid, `completed by the restarted process: ${JSON.stringify(job)}`);
       if (job.error !== null) assert.equal(job.error.code, 'interrupted');
     }
 

@@ -39,11 +39,12 @@ describe('shutdown with clients following jobs', { timeout: 60_000 }, () => {
       const kiln = await spawnKiln({
         KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`,
         KILN_THREADS: '1',
+        // Certain to expire: the running job is held, and nothing releases it.
         KILN_SHUTDOWN_GRACE_MS: '200',
       });
       const running = await kiln.request('POST', '/v1/jobs', {
-        type: 'cpu.spin',
-        payload: { ms: 5000 },
+        type: 'test.hold',
+        payload: { release: join(dir, 'never-created') },
       });
       assert.equal(running.status, 201, running.text);
       const queued = await kiln.request('POST', '/v1/jobs', { type: 'noop' });

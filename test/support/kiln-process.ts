@@ -4,7 +4,7 @@ import { get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { requestJson, takeSseJobs, type TestResponse } from './http.js';
-import { fixtureTasksDir, repoRoot } from './kiln.js';
+import { fixtureTasksDir, repoRoot } from './paths.js';
 
 /**
  * Kiln as its users run it: `node dist/src/main.js` in a child process, configured by
@@ -47,21 +47,29 @@ export interface KilnProcess {
 const live = new Set<ChildProcess>();
 
 /**
- * Starts Kiln on a free port (PORT=0; the bound address is read from the log) and
- * resolves once it serves. The process inherits nothing of the test's own KILN_*
- * environment: only `env` configures it.
+ * The test's environment without what configures Kiln (KILN_*, PORT, HOST, LOG_LEVEL)
+ * or the test runner, for a child process that only the test's own settings configure.
  */
-export async function spawnKiln(env: Record<string, string>): Promise<KilnProcess> {
+export function inheritedEnv(): Record<string, string> {
   const inherited: Record<string, string> = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (value === undefined || key.startsWith('KILN_') || key.startsWith('NODE_TEST')) continue;
     if (['PORT', 'HOST', 'LOG_LEVEL'].includes(key)) continue;
     inherited[key] = value;
   }
+  return inherited;
+}
+
+/**
+ * Starts Kiln on a free port (PORT=0; the bound address is read from the log) and
+ * resolves once it serves. The process inherits nothing of the test's own KILN_*
+ * environment: only `env` configures it.
+ */
+export async function spawnKiln(env: Record<string, string>): Promise<KilnProcess> {
   const child = spawn(process.execPath, [mainScript], {
     cwd: repoRoot,
     env: {
-      ...inherited,
+      ...inheritedEnv(),
       PORT: '0',
       HOST: '127.0.0.1',
       KILN_THREADS: '2',

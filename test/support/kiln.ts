@@ -1,20 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../src/config.js';
 import type { Job } from '../../src/jobs/model.js';
 import { requestJson, type TestResponse } from './http.js';
+import { fixtureTasksDir } from './paths.js';
 
 export type { TestResponse } from './http.js';
 import { createKiln, type Kiln, type KilnParts } from '../../src/kiln.js';
 import type { JobStore } from '../../src/store/store.js';
-
-/** The repository root, from dist/test/support/ or test/support/. */
-export const repoRoot = fileURLToPath(
-  new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url),
-);
-export const fixtureTasksDir = join(repoRoot, 'test', 'fixtures', 'kiln-tasks');
 
 export interface TestServer {
   kiln: Kiln;

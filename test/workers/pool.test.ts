@@ -264,7 +264,7 @@ describe('WorkerPool life cycle', () => {
         });
       });
       await runOne(a, input);
-      await done;
+      await whileAwaiting(done);
       assert.equal(first.messages.length, 4);
 
       const blocked = attempt('fixture.block');

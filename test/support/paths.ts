@@ -1,0 +1,8 @@
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root, from dist/test/support/ or test/support/. */
+export const repoRoot = fileURLToPath(
+  new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url),
+);
+export const fixtureTasksDir = join(repoRoot, 'test', 'fixtures', 'kiln-tasks');
