@@ -18,7 +18,7 @@
  * thread is started; writes fail fast until it is up.
  */
 import { Worker } from 'node:worker_threads';
-import type { Job, JobStatus, NewJob, Progress } from '../../jobs/model.js';
+import type { Job, JobStatus, NewJob, ParentResult, Progress } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
 import type {
@@ -53,7 +53,7 @@ import {
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
-import { ReadyIndex } from './ready-index.js';
+import { type IndexEntry, ReadyIndex } from './ready-index.js';
 import { jobFromWire } from './rows.js';
 
 export interface SqliteStoreOptions extends StoreOptions {
@@ -202,9 +202,7 @@ export class SqliteStore implements JobStore {
         readyAt: state.readyAt,
       };
       if (state.status === 'queued' || state.status === 'scheduled') {
-        const { payload: _payload, result: _result, ...summary } = job;
-        const record: JobWire = { ...summary, payloadText: row.payloadText, resultText: null };
-        if (state.parents !== null) record.parents = state.parents;
+        const record = wireOf(job, row.payloadText, state.parents ?? []);
         if (state.status === 'queued')
           this.#index.addQueued(job.id, job.type, job.priority, state.readyAt ?? 0, record);
         else this.#index.addDue(job.id, job.type, job.priority, state.runAt ?? 0, record);
@@ -222,35 +220,46 @@ export class SqliteStore implements JobStore {
     const promoted = this.#index.promoteDue(now);
     if (promoted.length > 0) this.#send({ op: 'promote', items: promoted, now }, 'lazy');
 
-    type Taken = { id: string; record: JobWire | null; type: string; priority: number; readyAt: number; read?: true };
-    const batches: Taken[][] = [];
+    // Entries and their copies side by side: no object per job beyond the copy itself.
+    const entries: IndexEntry[][] = [];
+    const records: (JobWire | null)[][] = [];
     const { micro } = request;
-    while (batches.length < request.batches) {
+    let missing = 0;
+    while (entries.length < request.batches) {
       const first = this.#index.take();
       if (first === undefined) break;
-      const batch = [{ ...first.entry, record: first.record }];
-      batches.push(batch);
+      const batchEntries = [first.entry];
+      const batchRecords = [first.record];
+      entries.push(batchEntries);
+      records.push(batchRecords);
+      if (first.record === null) missing++;
       let expectedMs = micro === null || micro.solo.has(first.entry.id) ? undefined : micro.costs.get(first.entry.type);
       if (micro === null || expectedMs === undefined) continue;
-      while (batch.length < micro.maxJobs && expectedMs < micro.budgetMs) {
+      while (batchEntries.length < micro.maxJobs && expectedMs < micro.budgetMs) {
         const next = this.#index.peek();
         const cost = next === undefined || micro.solo.has(next.id) ? undefined : micro.costs.get(next.type);
         // The next job does not fit: it stays first in line for the next batch.
         if (cost === undefined) break;
         const taken = this.#index.take();
         if (taken === undefined) break;
-        batch.push({ ...taken.entry, record: taken.record });
+        batchEntries.push(taken.entry);
+        batchRecords.push(taken.record);
+        if (taken.record === null) missing++;
         expectedMs += cost;
       }
     }
-    if (batches.length === 0) return [];
+    if (entries.length === 0) return [];
 
-    const missing = batches.flat().filter((entry) => entry.record === null);
-    if (missing.length > 0) {
-      const fetched = await this.#call({ op: 'fetch', ids: missing.map((entry) => entry.id) });
-      for (const [i, entry] of missing.entries()) {
-        entry.record = fetched[i] ?? null;
-        entry.read = true;
+    // Jobs without a copy in the index are read from the file; one that is no longer
+    // queued there (or gone) is left out.
+    if (missing > 0) {
+      const ids = entries.flatMap((batch, b) => batch.filter((_, i) => records[b]?.[i] === null).map((e) => e.id));
+      const fetched = await this.#call({ op: 'fetch', ids });
+      const byId = new Map<string, JobWire>();
+      for (const wire of fetched) if (wire !== null && wire.status === 'queued') byId.set(wire.id, wire);
+      for (const [b, batch] of entries.entries()) {
+        const batchRecords = records[b] as (JobWire | null)[];
+        for (const [i, entry] of batch.entries()) batchRecords[i] ??= byId.get(entry.id) ?? null;
       }
     }
 
@@ -259,20 +268,22 @@ export class SqliteStore implements JobStore {
     const ids: string[] = [];
     const priorities: number[] = [];
     const claimed: ClaimedJob[][] = [];
-    for (const batch of batches) {
+    for (const [b, batch] of entries.entries()) {
+      const batchRecords = records[b] as (JobWire | null)[];
       const jobs: ClaimedJob[] = [];
-      for (const entry of batch) {
-        const record = entry.record;
-        // Gone from the file since it was indexed, or no longer queued there.
-        if (record === null || (entry.read === true && record.status !== 'queued')) continue;
+      for (const [i, entry] of batch.entries()) {
+        const record = batchRecords[i];
+        if (record === null || record === undefined) continue;
         record.status = 'running';
         record.attempts += 1;
         record.startedAt = now;
         record.progress = null;
         record.runAt = null;
         record.readyAt = entry.readyAt;
-        const { payloadText, resultText: _resultText, parents, ...summary } = record;
-        const job: ClaimedJob = { ...summary, payloadText: payloadText ?? 'null', parents: parents ?? [] };
+        record.parents ??= [];
+        record.payloadText ??= 'null';
+        // The copy is the claimed job: the dispatcher only reads it.
+        const job = record as ClaimedJob;
         ids.push(job.id);
         priorities.push(entry.priority);
         this.#running.set(job.id, { wire: record, owner });
@@ -625,6 +636,33 @@ export class SqliteStore implements JobStore {
   #assertOpen(): void {
     if (this.#closed || this.#closing !== null) throw closedError();
   }
+}
+
+/** The copy the ready index keeps of a job just inserted (one literal: one object shape for every copy). */
+function wireOf(job: Job, payloadText: string, parents: ParentResult[]): JobWire {
+  return {
+    id: job.id,
+    type: job.type,
+    status: job.status,
+    priority: job.priority,
+    error: job.error,
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    timeoutMs: job.timeoutMs,
+    backoff: job.backoff,
+    progress: job.progress,
+    idempotencyKey: job.idempotencyKey,
+    dependsOn: job.dependsOn,
+    metadata: job.metadata,
+    runAt: job.runAt,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    finishedAt: job.finishedAt,
+    readyAt: job.readyAt,
+    payloadText,
+    resultText: null,
+    parents,
+  };
 }
 
 function settle(entry: Pending, result: OpResult | undefined): void {
