@@ -230,7 +230,7 @@ export class SqliteTransitions {
     for (const { id, runAt } of items) {
       const state = this.#s.selectState.get(id);
       if (state === undefined) continue;
-      if (this.#s.promote.run(Math.min(now, runAt), id, runAt).changes === 1) {
+      if (this.#s.promote.run(now, id, runAt).changes === 1) {
         this.#track(state.priority, state.status, 'queued');
       }
     }
