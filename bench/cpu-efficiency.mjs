@@ -17,6 +17,7 @@ import { benchOptions, formatSummary, printTable, runBenchmark, summarize, write
 
 const NAME = 'cpu-efficiency';
 const TARGET_PERCENT = 95;
+const TARGET_TO_PISCINA = 0.98;
 
 await runBenchmark(NAME, async () => {
   const options = benchOptions({ full: 3, tiny: 1 });
@@ -128,14 +129,20 @@ await runBenchmark(NAME, async () => {
     ]),
   );
   const five = figures.find((f) => f.spinMs === 5);
-  const met = five.kilnPercentOfIdeal.median >= TARGET_PERCENT;
+  const target = {
+    percentOfIdeal: TARGET_PERCENT,
+    ratioToPiscina: TARGET_TO_PISCINA,
+    percentMet: five.kilnPercentOfIdeal.median >= TARGET_PERCENT,
+    ratioMet: five.kilnToPiscina.median >= TARGET_TO_PISCINA,
+  };
+  target.met = target.percentMet && target.ratioMet;
   console.log(
-    `target: 5 ms jobs at >= ${TARGET_PERCENT} % of ideal: ${met ? 'met' : 'MISSED'} (${five.kilnPercentOfIdeal.median.toFixed(1)} %)`,
+    `target: 5 ms jobs at >= ${TARGET_PERCENT} % of ideal: ${target.percentMet ? 'met' : 'MISSED'} (${five.kilnPercentOfIdeal.median.toFixed(1)} %); >= ${TARGET_TO_PISCINA} x raw piscina: ${target.ratioMet ? 'met' : 'MISSED'} (${five.kilnToPiscina.median.toFixed(3)})`,
   );
   const path = writeResult(NAME, {
     size: options.size,
     parameters,
-    target: { percentOfIdeal: TARGET_PERCENT, met },
+    target,
     figures,
     runs,
   });
