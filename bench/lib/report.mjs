@@ -19,14 +19,16 @@ let measuredVersion = null;
  * where `threads` is true, `--threads N` (KILN_THREADS and the baselines' thread count;
  * default: the cores). A run with `--threads` writes a result file of its own (see
  * resultPath), so the default run and e.g. `--threads 1` are kept side by side.
+ * `own`: parseArgs options of the one benchmark, answered as `own`.
  */
-export function benchOptions(defaultRuns = { full: 3, tiny: 1 }, { threads: acceptsThreads = false } = {}) {
+export function benchOptions(defaultRuns = { full: 3, tiny: 1 }, { threads: acceptsThreads = false, own = {} } = {}) {
   const { values } = parseArgs({
     options: {
       size: { type: 'string', default: 'full' },
       runs: { type: 'string' },
       'cpu-prof': { type: 'boolean', default: false },
       ...(acceptsThreads ? { threads: { type: 'string' } } : {}),
+      ...own,
     },
     strict: true,
   });
@@ -52,6 +54,7 @@ export function benchOptions(defaultRuns = { full: 3, tiny: 1 }, { threads: acce
     cpuProf,
     threads,
     variant: values.threads === undefined ? null : `threads-${threads}`,
+    own: Object.fromEntries(Object.keys(own).map((name) => [name, values[name]])),
   };
 }
 
