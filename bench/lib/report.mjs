@@ -58,13 +58,18 @@ export function benchOptions(defaultRuns = { full: 3, tiny: 1 }, { threads: acce
   };
 }
 
-/** The Kiln source measured: its commit, and whether src/ had uncommitted edits (others work in this tree). */
+/**
+ * The Kiln source measured: the checkout's commit, the last commit that changed src/, and
+ * whether src/ had uncommitted edits (others may work in this tree).
+ */
 export function kilnVersion() {
   const git = (...args) => spawnSync('git', args, { cwd: ROOT_DIR, encoding: 'utf8' });
   const commit = git('rev-parse', '--short', 'HEAD');
+  const srcCommit = git('log', '-1', '--format=%h', '--', 'src');
   const status = git('status', '--porcelain', '--', 'src');
   return {
     commit: commit.status === 0 ? commit.stdout.trim() : 'unknown',
+    srcCommit: srcCommit.status === 0 && srcCommit.stdout.trim() !== '' ? srcCommit.stdout.trim() : 'unknown',
     srcDirty: status.status === 0 ? status.stdout.trim() !== '' : null,
   };
 }
