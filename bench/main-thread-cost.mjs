@@ -123,14 +123,14 @@ await runBenchmark(NAME, async () => {
   const workloads = [
     {
       name: 'noop',
-      label: 'noop, batch of 100',
+      label: 'noop jobs, batches of 100',
       job: { type: 'noop' },
       total: options.tiny ? 2000 : 50_000,
       warm: threads * 4,
     },
     {
       name: 'cpu.spin',
-      label: '5 ms cpu.spin, batch of 100',
+      label: '× 5 ms cpu.spin, batches of 100',
       job: { type: 'cpu.spin', payload: { ms: 5 } },
       total: options.tiny ? 100 : 2000,
       warm: threads * 2,
