@@ -1,11 +1,11 @@
 /**
- * Figure 5, memory: RSS and V8 heap of the Kiln server (from its own /metrics:
- * process_resident_memory_bytes, nodejs_heap_size_used_bytes) with 0, 100,000 and
- * 1,000,000 pending noop jobs, dispatch paused, durable SQLite store; bytes per pending
- * job = (RSS at N − RSS at 0) ÷ N. Jobs go in through POST /v1/jobs/batch, 1000 a
- * request, 4 in flight. Each level is read 2 s after its last insert (0.3 s at the tiny
- * size), as the median of 3 scrapes 0.5 s apart. The full size defaults to 1 run (1M inserts take a while);
- * pass --runs 3 for a median.
+ * Memory, besides the tracked figures: RSS and V8 heap of the Kiln server (from its own
+ * /metrics: process_resident_memory_bytes, nodejs_heap_size_used_bytes) with 0, 100,000
+ * and 1,000,000 pending noop jobs, dispatch paused, durable SQLite store; bytes per
+ * pending job = (RSS at N − RSS at 0) ÷ N. Jobs go in through POST /v1/jobs/batch, 1000
+ * a request, 4 in flight. Each level is read 2 s after its last insert (0.3 s at the
+ * tiny size), as the median of 3 scrapes 0.5 s apart. The full size defaults to 1 run
+ * (1M inserts take a while); pass --runs 3 for a median.
  *
  *   node bench/memory.mjs [--size tiny|full] [--runs N] [--cpu-prof]
  */

@@ -1,23 +1,30 @@
 /**
- * Runs every benchmark in sequence, each in its own process, then rewrites the results
- * table: bench/results/summary.md (summary.tiny.md for the tiny size), and the table in bench/README.md after a full
- * run (a tiny run's figures mean nothing). Exits non-zero if any benchmark broke.
+ * Runs every benchmark in sequence, each in its own process: first with KILN_THREADS =
+ * cores, then the ones where the thread count matters (cpu-efficiency, throughput,
+ * priority-latency) again with `--threads 1`. Then rewrites the results tables:
+ * bench/results/summary.md (summary.tiny.md for the tiny size), and the section between
+ * the results markers of bench/README.md after a full run (a tiny run's figures mean
+ * nothing). Exits non-zero if any benchmark broke.
  *
- *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b] [--table-only]
+ *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b] [--threads all|cores|1] [--table-only]
  *
  * `--runs` is passed on to every benchmark; without it each uses its own default (3 at
- * the full size, 1 for memory; 1 at the tiny size). `--table-only` runs nothing and only
- * rewrites the table from the result files already there.
+ * the full size, 1 for memory; 1 at the tiny size). `--threads cores` or `--threads 1`
+ * runs only that pass (default: all, both). `--table-only` runs nothing and only
+ * rewrites the tables from the result files already there.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR } from './lib/processes.mjs';
 import { RESULTS_DIR } from './lib/report.mjs';
 import { resultsTable } from './lib/results-table.mjs';
 
-const BENCHMARKS = ['cpu-efficiency', 'throughput', 'ingest', 'priority-latency', 'memory'];
+const BENCHMARKS = ['cpu-efficiency', 'throughput', 'ingest', 'priority-latency', 'memory', 'main-thread-cost'];
+// The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
+const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency'];
 const START = '<!-- results:start -->';
 const END = '<!-- results:end -->';
 
@@ -26,12 +33,17 @@ const { values } = parseArgs({
     size: { type: 'string', default: 'full' },
     runs: { type: 'string' },
     only: { type: 'string' },
+    threads: { type: 'string', default: 'all' },
     'table-only': { type: 'boolean', default: false },
   },
   strict: true,
 });
 if (values.size !== 'full' && values.size !== 'tiny') {
   console.error(`--size must be tiny or full, got ${JSON.stringify(values.size)}`);
+  process.exit(2);
+}
+if (!['all', 'cores', '1'].includes(values.threads)) {
+  console.error(`--threads must be all, cores or 1, got ${JSON.stringify(values.threads)}`);
   process.exit(2);
 }
 const selected = values.only === undefined ? BENCHMARKS : values.only.split(',').map((s) => s.trim());
@@ -49,9 +61,10 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   });
 }
 
-function runOne(name) {
+function runOne(name, threads) {
   const args = [join(BENCH_DIR, `${name}.mjs`), '--size', values.size];
   if (values.runs !== undefined) args.push('--runs', values.runs);
+  if (threads !== null) args.push('--threads', String(threads));
   return new Promise((resolve) => {
     current = spawn(process.execPath, args, { stdio: 'inherit' });
     current.once('exit', (code, signal) => {
@@ -61,13 +74,24 @@ function runOne(name) {
   });
 }
 
+const passes = [];
+if (values.threads !== '1') passes.push(...selected.map((name) => ({ name, threads: null })));
+if (values.threads !== 'cores') {
+  if (availableParallelism() === 1 && values.threads === 'all') {
+    console.log('one core: the KILN_THREADS=1 pass would repeat the first; skipped');
+  } else {
+    passes.push(...selected.filter((name) => BY_THREADS.includes(name)).map((name) => ({ name, threads: 1 })));
+  }
+}
+
 const started = Date.now();
 const outcomes = [];
-for (const name of values['table-only'] ? [] : selected) {
-  console.log(`\n=== ${name} (${values.size}) ===`);
+for (const { name, threads } of values['table-only'] ? [] : passes) {
+  const label = threads === null ? name : `${name} --threads ${threads}`;
+  console.log(`\n=== ${label} (${values.size}) ===`);
   const t0 = Date.now();
-  const code = await runOne(name);
-  outcomes.push({ name, code, seconds: (Date.now() - t0) / 1000 });
+  const code = await runOne(name, threads);
+  outcomes.push({ name: label, code, seconds: (Date.now() - t0) / 1000 });
 }
 
 const table = resultsTable(values.size);

@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import IORedis from 'ioredis';
-import { BENCH_DIR, runNodeJson, spawnNode } from './processes.mjs';
+import { BENCH_DIR, jsonLines, runNodeJson, spawnNode } from './processes.mjs';
 
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -53,50 +53,6 @@ export async function deleteQueueKeys(queueName) {
   return deleted;
 }
 
-/** Reads JSON lines from a child's stdout, one at a time. */
-function jsonLines(child) {
-  const waiting = [];
-  const lines = [];
-  let buffer = '';
-  let ended = false;
-  child.stdout.setEncoding('utf8').on('data', (chunk) => {
-    buffer += chunk;
-    let newline = buffer.indexOf('\n');
-    while (newline >= 0) {
-      const line = buffer.slice(0, newline).trim();
-      buffer = buffer.slice(newline + 1);
-      if (line !== '') {
-        const waiter = waiting.shift();
-        if (waiter === undefined) lines.push(line);
-        else waiter.resolve(line);
-      }
-      newline = buffer.indexOf('\n');
-    }
-  });
-  child.once('exit', (code, signal) => {
-    ended = true;
-    for (const waiter of waiting.splice(0)) waiter.reject(new Error(`bullmq worker exited with ${code ?? signal}`));
-  });
-  return (timeoutMs) => {
-    const line = lines.shift();
-    if (line !== undefined) return Promise.resolve(JSON.parse(line));
-    if (ended) return Promise.reject(new Error('bullmq worker has exited'));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`bullmq worker was silent for ${timeoutMs} ms`)), timeoutMs);
-      waiting.push({
-        resolve: (text) => {
-          clearTimeout(timer);
-          resolve(JSON.parse(text));
-        },
-        reject: (error) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      });
-    });
-  };
-}
-
 /**
  * One BullMQ run: Worker (concurrency 50, no-op processor) started and ready, then the
  * producer adds `total` jobs with addBulk; first add → last completion.
@@ -113,7 +69,7 @@ export async function measureBullmqRun({ total, batchSize = 100, concurrency = 8
   worker.stderr.setEncoding('utf8').on('data', (chunk) => {
     stderr = (stderr + chunk).slice(-4000);
   });
-  const nextLine = jsonLines(worker);
+  const nextLine = jsonLines(worker, 'the bullmq worker');
   try {
     await nextLine(20_000);
     const produced = await runNodeJson(

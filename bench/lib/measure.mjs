@@ -28,6 +28,8 @@ export async function measureKilnRun(server, load, options = {}) {
     elapsedMs,
     submitMs: result.submittedAt - result.startedAt,
     jobsPerSecond: (load.total / elapsedMs) * 1000,
+    // First request → idle seen, on the clock of CPU profiles (µs).
+    monotonicWindowUs: [result.startedAtUs, result.doneAtUs],
     eventLoopLag: lag,
     ...(result.latencyP99Ms === undefined ? {} : { submitLatencyP99Ms: result.latencyP99Ms }),
   };

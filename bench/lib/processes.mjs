@@ -112,6 +112,59 @@ export async function runNodeJson(script, input, options = {}) {
   }
 }
 
+/**
+ * Reads JSON lines from a child's stdout, one at a time: answers `next(timeoutMs)`, which
+ * resolves with the next line parsed, and rejects when the child has exited without one
+ * or stays silent for `timeoutMs`. `name` is how errors call the child.
+ */
+export function jsonLines(child, name) {
+  const waiting = [];
+  const lines = [];
+  let buffer = '';
+  let ended = false;
+  child.stdout.setEncoding('utf8').on('data', (chunk) => {
+    buffer += chunk;
+    let newline = buffer.indexOf('\n');
+    while (newline >= 0) {
+      const line = buffer.slice(0, newline).trim();
+      buffer = buffer.slice(newline + 1);
+      if (line !== '') {
+        const waiter = waiting.shift();
+        if (waiter === undefined) lines.push(line);
+        else waiter.resolve(line);
+      }
+      newline = buffer.indexOf('\n');
+    }
+  });
+  // 'close', not 'exit': the last lines may still be in the pipe when the child exits.
+  child.once('close', (code, signal) => {
+    ended = true;
+    for (const waiter of waiting.splice(0)) waiter.reject(new Error(`${name} exited with ${code ?? signal}`));
+  });
+  return (timeoutMs) => {
+    const line = lines.shift();
+    if (line !== undefined) return Promise.resolve(JSON.parse(line));
+    if (ended) return Promise.reject(new Error(`${name} has exited`));
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        resolve: (text) => {
+          clearTimeout(timer);
+          resolve(JSON.parse(text));
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      };
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(waiter), 1);
+        reject(new Error(`${name} was silent for ${timeoutMs} ms`));
+      }, timeoutMs);
+      waiting.push(waiter);
+    });
+  };
+}
+
 /** A TCP port that was free on 127.0.0.1 a moment ago. */
 export function freePort() {
   return new Promise((resolvePort, reject) => {

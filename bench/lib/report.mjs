@@ -15,14 +15,20 @@ let measuredVersion = null;
 
 /**
  * `--size tiny|full` (default full), `--runs N` (default: `defaultRuns[size]`),
- * `--cpu-prof` (write a CPU profile of each Kiln server to bench/results/profiles/).
+ * `--cpu-prof` (write a CPU profile of each Kiln server to bench/results/profiles/), and,
+ * where `threads` is true, `--threads N` (KILN_THREADS and the baselines' thread count;
+ * default: the cores). A run with `--threads` writes a result file of its own (see
+ * resultPath), so the default run and e.g. `--threads 1` are kept side by side.
+ * `own`: parseArgs options of the one benchmark, answered as `own`.
  */
-export function benchOptions(defaultRuns = { full: 3, tiny: 1 }) {
+export function benchOptions(defaultRuns = { full: 3, tiny: 1 }, { threads: acceptsThreads = false, own = {} } = {}) {
   const { values } = parseArgs({
     options: {
       size: { type: 'string', default: 'full' },
       runs: { type: 'string' },
       'cpu-prof': { type: 'boolean', default: false },
+      ...(acceptsThreads ? { threads: { type: 'string' } } : {}),
+      ...own,
     },
     strict: true,
   });
@@ -33,20 +39,37 @@ export function benchOptions(defaultRuns = { full: 3, tiny: 1 }) {
   if (!Number.isInteger(runs) || runs < 1 || runs > 50) {
     throw new Error(`--runs must be an integer from 1 to 50, got ${JSON.stringify(values.runs)}`);
   }
+  const threads = values.threads === undefined ? availableParallelism() : Number(values.threads);
+  if (!/^\d+$/.test(values.threads ?? '1') || !Number.isInteger(threads) || threads < 1 || threads > 256) {
+    throw new Error(`--threads must be an integer from 1 to 256, got ${JSON.stringify(values.threads)}`);
+  }
   // The source as the benchmark starts: others may commit while it runs.
   measuredVersion ??= kilnVersion();
   const cpuProf = values['cpu-prof'] ? join(RESULTS_DIR, 'profiles') : null;
   if (cpuProf !== null) mkdirSync(cpuProf, { recursive: true });
-  return { size: values.size, tiny: values.size === 'tiny', runs, cpuProf };
+  return {
+    size: values.size,
+    tiny: values.size === 'tiny',
+    runs,
+    cpuProf,
+    threads,
+    variant: values.threads === undefined ? null : `threads-${threads}`,
+    own: Object.fromEntries(Object.keys(own).map((name) => [name, values[name]])),
+  };
 }
 
-/** The Kiln source measured: its commit, and whether src/ had uncommitted edits (others work in this tree). */
+/**
+ * The Kiln source measured: the checkout's commit, the last commit that changed src/, and
+ * whether src/ had uncommitted edits (others may work in this tree).
+ */
 export function kilnVersion() {
   const git = (...args) => spawnSync('git', args, { cwd: ROOT_DIR, encoding: 'utf8' });
   const commit = git('rev-parse', '--short', 'HEAD');
+  const srcCommit = git('log', '-1', '--format=%h', '--', 'src');
   const status = git('status', '--porcelain', '--', 'src');
   return {
     commit: commit.status === 0 ? commit.stdout.trim() : 'unknown',
+    srcCommit: srcCommit.status === 0 && srcCommit.stdout.trim() !== '' ? srcCommit.stdout.trim() : 'unknown',
     srcDirty: status.status === 0 ? status.stdout.trim() !== '' : null,
   };
 }
@@ -101,15 +124,19 @@ export function printTable(title, header, rows) {
   for (const row of rows) console.log(line(row));
 }
 
-/** The result file of a benchmark: bench/results/<name>.json, or <name>.tiny.json for the tiny size. */
-export function resultPath(name, size) {
-  return join(RESULTS_DIR, size === 'tiny' ? `${name}.tiny.json` : `${name}.json`);
+/**
+ * The result file of a benchmark: bench/results/<name>.json, <name>.threads-1.json for a
+ * run with `--threads 1` (the variant), and `.tiny` before `.json` for the tiny size.
+ */
+export function resultPath(name, size, variant = null) {
+  const base = variant === null ? name : `${name}.${variant}`;
+  return join(RESULTS_DIR, size === 'tiny' ? `${base}.tiny.json` : `${base}.json`);
 }
 
-/** Writes the result file (see resultPath) and answers its path. */
+/** Writes the result file (see resultPath; `data.variant` from benchOptions) and answers its path. */
 export function writeResult(name, data) {
   mkdirSync(RESULTS_DIR, { recursive: true });
-  const path = resultPath(name, data.size);
+  const path = resultPath(name, data.size, data.variant ?? null);
   writeFileSync(
     path,
     `${JSON.stringify({ benchmark: name, date: new Date().toISOString(), machine: machine(), kiln: measuredVersion ?? kilnVersion(), ...data }, null, 2)}\n`,

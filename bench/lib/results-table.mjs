@@ -1,14 +1,21 @@
-/** The results table of bench/README.md, built from the JSON files in bench/results/. */
+/**
+ * The results of bench/README.md, built from the JSON files in bench/results/: the table
+ * of the tracked figures (one row each: Kiln, its same-run baseline, the target, the
+ * ratio and the verdict), the same with KILN_THREADS=1, main-thread CPU per job, the
+ * other figures of the same runs, and when and where each was measured.
+ */
 import { existsSync, readFileSync } from 'node:fs';
 import { resultPath } from './report.mjs';
 
 const MiB = 2 ** 20;
+const LAG_TARGET_MS = 10;
 
-function read(name, size) {
-  const path = resultPath(name, size);
+function read(name, size, variant = null) {
+  const path = resultPath(name, size, variant);
   return existsSync(path) ? JSON.parse(readFileSync(path, 'utf8')) : null;
 }
 
+/** `median (min–max)` of a summary, or the median alone for one run. */
 function fmt(summary, digits = 0, scale = 1, unit = '') {
   if (summary === undefined || summary === null || summary.median === null) return 'n/a';
   const f = (v) =>
@@ -16,104 +23,247 @@ function fmt(summary, digits = 0, scale = 1, unit = '') {
   return summary.n < 2 ? f(summary.median) : `${f(summary.median)} (${f(summary.min)}–${f(summary.max)})`;
 }
 
-const verdict = (met) => (met === null || met === undefined ? 'not judged' : met ? 'met' : '**missed**');
+const count = (n) => n.toLocaleString('en-US');
 
-function when(result) {
+/** A verdict on medians; a tiny run's figures judge nothing. */
+function verdict(result, met) {
+  if (result.size === 'tiny') return 'not judged (tiny size)';
+  return met === null || met === undefined ? 'not judged' : met ? 'met' : '**missed**';
+}
+
+function when(name, result) {
   const m = result.machine;
+  const src = result.kiln?.srcCommit === undefined ? '' : ` (src/ as of ${result.kiln.srcCommit})`;
   const kiln =
     result.kiln === undefined
       ? ''
-      : `, Kiln ${result.kiln.commit}${result.kiln.srcDirty ? ' with uncommitted src/ edits' : ''}`;
+      : `, Kiln ${result.kiln.commit}${src}${result.kiln.srcDirty ? ' with uncommitted src/ edits' : ''}`;
   const load = m.loadAverage1m === undefined ? '' : `, load average ${m.loadAverage1m} at the end`;
-  return `${result.date.slice(0, 16).replace('T', ' ')} UTC, ${m.cores} cores (${m.cpuModel}), Node ${m.node}${kiln}${load}, ${result.size} size, ${result.parameters.runs} run(s)`;
+  const threads = result.parameters.threads === undefined ? '' : `, ${result.parameters.threads} thread(s)`;
+  return `${name}: ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${m.cores} cores (${m.cpuModel}), Node ${m.node}${kiln}${load}, ${result.size} size${threads}, ${result.parameters.runs} run(s)`;
 }
 
-function cpuEfficiency(r) {
-  const rows = r.figures.map(
-    (f) =>
-      `| ${f.spinMs} ms jobs | ${fmt(f.kilnPercentOfIdeal, 1, 1, ' %')} of ideal (${fmt(f.kilnPerSecond)} jobs/s) | raw piscina ${fmt(f.piscinaPercentOfIdeal, 1, 1, ' %')} (${fmt(f.piscinaPerSecond)}/s); ideal ${fmt(f.idealPerSecond)}/s | ${fmt(f.kilnToPiscina, 2)} × piscina | ${f.spinMs === 5 ? `≥ 95 %: ${verdict(r.target.met)}` : '—'} |`,
-  );
-  const lag = r.figures.map((f) => `${f.spinMs} ms jobs ${fmt(f.eventLoopLagP99Ms, 1, 1, ' ms')}`).join(', ');
-  return { rows, lag: `cpu-efficiency: ${lag}`, when: `cpu-efficiency: ${when(r)}` };
-}
-
-function throughput(r) {
-  const f = r.figures;
-  const rows = [
-    `| noop, batch of 100 | ${fmt(f.kilnBatchPerSecond)} jobs/s | raw piscina ${fmt(f.piscinaPerSecond)}/s; BullMQ ${fmt(f.bullmqPerSecond)}/s | ${fmt(f.batchToPiscina, 2)} × piscina, ${fmt(f.batchToBullmq, 2)} × BullMQ | ≥ 2× BullMQ: ${verdict(r.target.batchAtLeast2xBullmq)}; ≥ piscina: ${verdict(r.target.batchAtLeastPiscina)} |`,
-    `| noop, single POSTs, 100 conn. | ${fmt(f.kilnSinglePerSecond)} jobs/s | (same run) | ${fmt(f.singleToPiscina, 2)} × piscina, ${fmt(f.singleToBullmq, 2)} × BullMQ | — |`,
+/** Figure 1: the 5 ms row of cpu-efficiency. */
+function cpuEfficiencyRow(r, ideal) {
+  const f = r.figures.find((x) => x.spinMs === 5);
+  return [
+    `${count(r.parameters.count)} × 5 ms \`cpu.spin\` over HTTP, jobs/s as % of ideal (${ideal} ÷ task time)`,
+    `${fmt(f.kilnPercentOfIdeal, 1, 1, ' %')} of ideal (${fmt(f.kilnPerSecond)} jobs/s)`,
+    `raw piscina (same handler, same threads): ${fmt(f.piscinaPercentOfIdeal, 1, 1, ' %')} (${fmt(f.piscinaPerSecond)}/s); ideal ${fmt(f.idealPerSecond)}/s`,
+    `≥ ${r.target.percentOfIdeal} %, and ≥ ${r.target.ratioToPiscina}× raw piscina's figure in the same run`,
+    `${fmt(f.kilnToPiscina, 2)} × raw piscina`,
+    `≥ ${r.target.percentOfIdeal} %: ${verdict(r, r.target.percentMet)}; ≥ ${r.target.ratioToPiscina}×: ${verdict(r, r.target.ratioMet)}`,
   ];
-  return {
-    rows,
-    lag: `throughput: batch ${fmt(f.batchLagP99Ms, 1, 1, ' ms')}, single POSTs ${fmt(f.singleLagP99Ms, 1, 1, ' ms')}`,
-    when: `throughput: ${when(r)}`,
-  };
 }
 
-function ingest(r) {
+/** Figure 2: the batch row of throughput. */
+function throughputRow(r) {
   const f = r.figures;
-  const rows = [
-    `| ingest, sqlite (sync=full) | ${fmt(f.kilnSqlite.requestsPerSecond)} req/s, p99 ${fmt(f.kilnSqlite.latencyP99Ms, 0, 1, ' ms')} | raw fastify+zod ${fmt(f.raw.requestsPerSecond)} req/s, p99 ${fmt(f.raw.latencyP99Ms, 0, 1, ' ms')} | ${fmt(f.sqliteToRaw, 2)} × raw | ≥ 0.70: ${verdict(r.target.met)} |`,
-    `| ingest, memory store | ${fmt(f.kilnMemory.requestsPerSecond)} req/s, p99 ${fmt(f.kilnMemory.latencyP99Ms, 0, 1, ' ms')} | (same run) | ${fmt(f.memoryToRaw, 2)} × raw | — |`,
+  const bullmq =
+    f.bullmqPerSecond.median === null
+      ? 'BullMQ + Redis: skipped (no Redis)'
+      : `BullMQ + Redis ${fmt(f.bullmqPerSecond)}/s`;
+  return [
+    `${count(r.parameters.total)} \`noop\` via \`POST /v1/jobs/batch\` (100 per request), first request → last completion`,
+    `${fmt(f.kilnBatchPerSecond)} jobs/s`,
+    `${bullmq}; raw piscina one task per job ${fmt(f.piscinaPerSecond)}/s`,
+    `≥ ${r.target.ratioToBullmq}× BullMQ and ≥ ${r.target.ratioToPiscina}× raw piscina`,
+    `${fmt(f.batchToBullmq, 2)} × BullMQ, ${fmt(f.batchToPiscina, 2)} × raw piscina`,
+    `≥ ${r.target.ratioToBullmq}× BullMQ: ${verdict(r, r.target.bullmqMet)}; ≥ ${r.target.ratioToPiscina}× piscina: ${verdict(r, r.target.piscinaMet)}`,
   ];
-  return { rows, when: `ingest: ${when(r)}` };
 }
 
-function priorityLatency(r) {
+/** Figure 3: the SQLite row of ingest. */
+function ingestRow(r) {
   const f = r.figures;
-  const rows = [
-    `| priority 9 behind ${r.parameters.backlog.toLocaleString('en-US')} | createdAt→startedAt p50 ${fmt(f.serverP50Ms, 0, 1, ' ms')}, p99 ${fmt(f.serverP99Ms, 0, 1, ' ms')} | client send→startedAt p50 ${fmt(f.clientP50Ms, 0, 1, ' ms')}, p99 ${fmt(f.clientP99Ms, 0, 1, ' ms')} | p99 ÷ target ${(f.serverP99Ms.median / r.target.p99Ms).toFixed(2)} | ≤ ${r.target.p99Ms} ms: ${verdict(r.target.met)} |`,
+  const p = r.parameters;
+  return [
+    `single-job \`POST /v1/jobs\`, dispatch paused, ${p.connections} connections, ${p.durationSeconds} s`,
+    `${fmt(f.kilnSqlite.requestsPerSecond)} req/s, p99 ${fmt(f.kilnSqlite.latencyP99Ms, 0, 1, ' ms')}`,
+    `raw fastify validating the same body: ${fmt(f.raw.requestsPerSecond)} req/s, p99 ${fmt(f.raw.latencyP99Ms, 0, 1, ' ms')}`,
+    `≥ ${r.target.ratioToRaw.toFixed(2)}× raw fastify, p99 ≤ ${r.target.p99RatioToRaw}× raw's`,
+    `${fmt(f.sqliteToRaw, 2)} × req/s, ${fmt(f.sqliteP99ToRaw, 2)} × p99`,
+    `req/s: ${verdict(r, r.target.ratioMet)}; p99: ${verdict(r, r.target.p99Met)}`,
   ];
-  return { rows, when: `priority-latency: ${when(r)}` };
 }
 
-function memory(r) {
-  const rows = r.figures
-    .filter((f) => f.pending > 0)
-    .map(
-      (f) =>
-        `| ${f.pending.toLocaleString('en-US')} pending | RSS ${fmt(f.rssBytes, 0, MiB, ' MiB')}, heap ${fmt(f.heapUsedBytes, 0, MiB, ' MiB')} | at 0 pending: RSS ${fmt(r.figures[0].rssBytes, 0, MiB, ' MiB')} | ${fmt(f.rssBytesPerJob)} B RSS/job, ${fmt(f.heapBytesPerJob)} B heap/job | ${f === r.figures.at(-1) ? `≤ 1 GiB: ${verdict(r.target.met)}` : '—'} |`,
-    );
-  return { rows, when: `memory: ${when(r)}` };
+/** Figure 4: both variants of priority-latency. */
+function priorityRow(r) {
+  const { quiet, submitting } = r.figures;
+  const p = r.parameters;
+  const job = p.spinMs;
+  const backlog = p.backlog >= 1000 ? `${count(p.backlog / 1000)} k` : count(p.backlog);
+  return [
+    `${p.probes} priority-9 jobs behind ${backlog} queued ${job} ms jobs, \`startedAt − createdAt\``,
+    `quiet: p50 ${fmt(quiet.serverP50Ms, 0, 1, ' ms')}, p99 ${fmt(quiet.serverP99Ms, 0, 1, ' ms')}; while another client submits: p50 ${fmt(submitting.serverP50Ms, 0, 1, ' ms')}, p99 ${fmt(submitting.serverP99Ms, 0, 1, ' ms')}`,
+    `one job = ${job} ms`,
+    `p99 ≤ one job + 2 ms, also while jobs are being submitted`,
+    `p99 ÷ one job: quiet ${(quiet.serverP99Ms.median / job).toFixed(1)}, submitting ${(submitting.serverP99Ms.median / job).toFixed(1)}`,
+    `quiet: ${verdict(r, r.target.quietMet)}; submitting: ${verdict(r, r.target.submittingMet)}`,
+  ];
 }
 
-/** Rows given as `| a | b |` lines, padded the way Prettier and Biome format a Markdown table. */
+/** Figure 5: lag p99 of the 5 ms cpu-efficiency runs and the noop batch runs. */
+function lagRow(efficiency, throughput) {
+  const five = efficiency?.figures.find((x) => x.spinMs === 5);
+  const lags = [five?.eventLoopLagP99Ms, throughput?.figures.batchLagP99Ms].filter((s) => s !== undefined);
+  const met =
+    lags.length === 2 && lags.every((s) => s.median !== null) ? lags.every((s) => s.median <= LAG_TARGET_MS) : null;
+  const judged = efficiency?.size === 'tiny' || throughput?.size === 'tiny' ? { size: 'tiny' } : { size: 'full' };
+  return [
+    'event-loop lag p99 during the two throughput runs (cpu-efficiency and the noop batch run)',
+    `cpu-efficiency ${five === undefined ? 'n/a' : fmt(five.eventLoopLagP99Ms, 1, 1, ' ms')}; noop batch ${throughput === null ? 'n/a' : fmt(throughput.figures.batchLagP99Ms, 1, 1, ' ms')}`,
+    '—',
+    `≤ ${LAG_TARGET_MS} ms`,
+    '—',
+    verdict(judged, met),
+  ];
+}
+
+/** Rows given as arrays of cells, padded the way Prettier formats a Markdown table. */
 function markdownTable(header, rows) {
-  const cells = [header, ...rows.map((row) => row.slice(2, -2).split(' | '))];
+  const cells = [header, ...rows];
   const widths = header.map((_, i) => Math.max(3, ...cells.map((row) => (row[i] ?? '').length)));
   const line = (row) => `| ${widths.map((w, i) => (row[i] ?? '').padEnd(w)).join(' | ')} |`;
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.slice(1).map(line)];
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)];
 }
 
-/** Markdown: one table of every figure of the given size found in bench/results/, with dates, machine and lag. */
-export function resultsTable(size = 'full') {
-  const parts = [
-    ['cpu-efficiency', cpuEfficiency],
+const HEADER = ['figure', 'Kiln', 'same-run baseline', 'target', 'ratio to baseline', 'verdict'];
+
+function trackedRows(size, variant, ideal) {
+  const efficiency = read('cpu-efficiency', size, variant);
+  const throughput = read('throughput', size, variant);
+  const ingest = variant === null ? read('ingest', size) : null;
+  const priority = read('priority-latency', size, variant);
+  const rows = [
+    efficiency === null ? null : cpuEfficiencyRow(efficiency, ideal),
+    throughput === null ? null : throughputRow(throughput),
+    ingest === null ? null : ingestRow(ingest),
+    priority === null ? null : priorityRow(priority),
+    efficiency === null && throughput === null ? null : lagRow(efficiency, throughput),
+  ].filter((row) => row !== null);
+  const measured = [
+    ['cpu-efficiency', efficiency],
     ['throughput', throughput],
     ['ingest', ingest],
-    ['priority-latency', priorityLatency],
-    ['memory', memory],
+    ['priority-latency', priority],
   ]
-    .map(([name, render]) => {
-      const result = read(name, size);
-      return result === null ? null : render(result);
-    })
-    .filter((part) => part !== null);
-  const lines = [
-    ...markdownTable(
-      ['figure', 'Kiln', 'baseline (same run)', 'ratio', 'target'],
-      parts.flatMap((p) => p.rows),
-    ),
-    '',
-    'Main-thread event-loop lag p99 during the runs (figure 6): ' +
-      (parts
-        .map((p) => p.lag)
-        .filter(Boolean)
-        .join('; ') || 'n/a'),
-    '',
-    'Measured:',
-    '',
-    ...parts.map((p) => `- ${p.when}`),
-  ];
+    .filter(([, result]) => result !== null)
+    .map(([name, result]) => when(variant === null ? name : `${name} --threads ${result.parameters.threads}`, result));
+  return { rows, measured };
+}
+
+function mainThreadCost(r) {
+  const rows = r.figures.map((f) => [
+    `${count(f.jobs)} ${f.label}`,
+    fmt(f.microsPerJob, 1),
+    fmt(f.onCpuMicrosPerJob, 1),
+    fmt(f.waitingMicrosPerJob, 1),
+    fmt(f.jobsPerSecond),
+    f.topFunctions
+      .slice(0, 5)
+      .map((fn) => `\`${fn.name}\` ${fn.microsPerJob.toFixed(1)}`)
+      .join(', '),
+  ]);
+  return markdownTable(
+    [
+      'workload',
+      'main thread µs/job (sampled, not idle)',
+      'schedstat: on a core µs/job',
+      'schedstat: waiting for a core µs/job',
+      'jobs/s',
+      'top functions, µs/job',
+    ],
+    rows,
+  );
+}
+
+function otherRows(size) {
+  const rows = [];
+  const efficiency = read('cpu-efficiency', size);
+  const one = efficiency?.figures.find((x) => x.spinMs === 1);
+  if (one !== undefined) {
+    rows.push([
+      `${count(efficiency.parameters.count)} × 1 ms \`cpu.spin\` (cpu-efficiency)`,
+      `${fmt(one.kilnPercentOfIdeal, 1, 1, ' %')} of ideal (${fmt(one.kilnPerSecond)} jobs/s), lag p99 ${fmt(one.eventLoopLagP99Ms, 1, 1, ' ms')}`,
+      `raw piscina ${fmt(one.piscinaPercentOfIdeal, 1, 1, ' %')} (${fmt(one.piscinaPerSecond)}/s); ideal ${fmt(one.idealPerSecond)}/s`,
+      `${fmt(one.kilnToPiscina, 2)} × raw piscina`,
+    ]);
+  }
+  const throughput = read('throughput', size);
+  if (throughput !== null) {
+    const f = throughput.figures;
+    rows.push([
+      `${count(throughput.parameters.total)} \`noop\`, single \`POST /v1/jobs\`, 100 connections (throughput)`,
+      `${fmt(f.kilnSinglePerSecond)} jobs/s, lag p99 ${fmt(f.singleLagP99Ms, 1, 1, ' ms')}`,
+      'the batch row’s baselines',
+      `${fmt(f.singleToBullmq, 2)} × BullMQ, ${fmt(f.singleToPiscina, 2)} × raw piscina`,
+    ]);
+  }
+  const ingest = read('ingest', size);
+  if (ingest !== null) {
+    const f = ingest.figures;
+    rows.push([
+      'ingest with the memory store (what durability costs)',
+      `${fmt(f.kilnMemory.requestsPerSecond)} req/s, p99 ${fmt(f.kilnMemory.latencyP99Ms, 0, 1, ' ms')}`,
+      'the ingest row’s raw fastify',
+      `${fmt(f.memoryToRaw, 2)} × req/s`,
+    ]);
+  }
+  const memory = read('memory', size);
+  if (memory !== null) {
+    for (const f of memory.figures.filter((x) => x.pending > 0)) {
+      const last = f === memory.figures.at(-1);
+      rows.push([
+        `${count(f.pending)} pending \`noop\` jobs, dispatch paused (memory)`,
+        `RSS ${fmt(f.rssBytes, 0, MiB, ' MiB')}, heap ${fmt(f.heapUsedBytes, 0, MiB, ' MiB')}${last ? `; ≤ 1 GiB RSS: ${verdict(memory, memory.target.met)}` : ''}`,
+        `at 0 pending: RSS ${fmt(memory.figures[0].rssBytes, 0, MiB, ' MiB')}`,
+        `${fmt(f.rssBytesPerJob)} B RSS/job, ${fmt(f.heapBytesPerJob)} B heap/job`,
+      ]);
+    }
+  }
+  return { rows, memory };
+}
+
+/** Markdown: every table of the given size that bench/results/ has figures for. */
+export function resultsTable(size = 'full') {
+  const lines = [];
+  const measured = [];
+  const main = trackedRows(size, null, 'cores');
+  if (main.rows.length > 0) {
+    lines.push(...markdownTable(HEADER, main.rows), '');
+    measured.push(...main.measured);
+  }
+  const one = trackedRows(size, 'threads-1', '1 thread');
+  if (one.rows.length > 0) {
+    lines.push(
+      'The same figures with `KILN_THREADS=1` (raw piscina on 1 thread too; ingest runs with dispatch paused, so it has no thread count):',
+      '',
+      ...markdownTable(HEADER, one.rows),
+      '',
+    );
+    measured.push(...one.measured);
+  }
+  const cost = read('main-thread-cost', size);
+  if (cost !== null) {
+    lines.push(
+      `Main-thread CPU per job (\`main-thread-cost\`, KILN_THREADS = ${cost.parameters.threads}; from the main thread's CPU profile between the first request and the last completion):`,
+      '',
+      ...mainThreadCost(cost),
+      '',
+    );
+    measured.push(when('main-thread-cost', cost));
+  }
+  const other = otherRows(size);
+  if (other.rows.length > 0) {
+    lines.push(
+      'Other figures of the same runs:',
+      '',
+      ...markdownTable(['figure', 'Kiln', 'same-run baseline', 'ratio'], other.rows),
+      '',
+    );
+  }
+  if (other.memory !== null) measured.push(when('memory', other.memory));
+  lines.push('Measured:', '', ...measured.map((m) => `- ${m}`));
   return `${lines.join('\n')}\n`;
 }

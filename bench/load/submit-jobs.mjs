@@ -7,7 +7,8 @@
  * Input: one JSON argument { url, total, job, mode: 'batch'|'single', batchSize,
  * concurrency, connections, wait, timeoutMs }.
  * Output: one JSON line { startedAt, submittedAt, doneAt, submitted, completed, failed }
- * (epoch ms of this machine's clock).
+ * (epoch ms of this machine's clock), and startedAtUs, doneAtUs: the same moments on the
+ * monotonic clock in µs, the clock of a `node --cpu-prof` profile's timestamps.
  */
 import autocannon from 'autocannon';
 import { requestJson, waitUntilIdle } from '../lib/kiln-client.mjs';
@@ -63,16 +64,21 @@ async function submitSingles() {
   return { submitted: ok, lastJobId: null, latencyP99Ms: result.latency.p99 };
 }
 
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+const startedAtUs = monotonicUs();
 const startedAt = Date.now();
 const submission = mode === 'single' ? await submitSingles() : await submitBatches();
 const submittedAt = Date.now();
 let done = { done: null, completed: null, failed: null };
 if (wait) done = await waitUntilIdle(url, { lastJobId: submission.lastJobId, timeoutMs });
+const doneAtUs = monotonicUs();
 process.stdout.write(
   `${JSON.stringify({
     startedAt,
     submittedAt,
     doneAt: done.done,
+    startedAtUs,
+    doneAtUs,
     submitted: submission.submitted,
     completed: done.completed,
     failed: done.failed,
