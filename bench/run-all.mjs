@@ -1,7 +1,7 @@
 /**
  * Runs every benchmark in sequence, each in its own process: first with KILN_THREADS =
  * cores, then the ones where the thread count matters (cpu-efficiency, throughput,
- * priority-latency) again with `--threads 1`. Then rewrites the results tables:
+ * priority-latency, main-thread-cost) again with `--threads 1`. Then rewrites the results tables:
  * bench/results/summary.md (summary.tiny.md for the tiny size), and the section between
  * the results markers of bench/README.md after a full run (a tiny run's figures mean
  * nothing). Exits non-zero if any benchmark broke.
@@ -24,7 +24,7 @@ import { resultsTable } from './lib/results-table.mjs';
 
 const BENCHMARKS = ['cpu-efficiency', 'throughput', 'ingest', 'priority-latency', 'memory', 'main-thread-cost'];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
-const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency'];
+const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency', 'main-thread-cost'];
 const START = '<!-- results:start -->';
 const END = '<!-- results:end -->';
 

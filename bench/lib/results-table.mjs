@@ -153,21 +153,26 @@ function trackedRows(size, variant, ideal) {
   return { rows, measured };
 }
 
-function mainThreadCost(r) {
-  const rows = r.figures.map((f) => [
-    `${count(f.jobs)} ${f.label}`,
-    fmt(f.microsPerJob, 1),
-    fmt(f.onCpuMicrosPerJob, 1),
-    fmt(f.waitingMicrosPerJob, 1),
-    fmt(f.jobsPerSecond),
-    f.topFunctions
-      .slice(0, 5)
-      .map((fn) => `\`${fn.name}\` ${fn.microsPerJob.toFixed(1)}`)
-      .join(', '),
-  ]);
+/** One table of main-thread-cost results, a row per workload and thread count. */
+function mainThreadCost(results) {
+  const rows = results.flatMap((r) =>
+    r.figures.map((f) => [
+      `${count(f.jobs)} ${f.label}`,
+      String(r.parameters.threads),
+      fmt(f.microsPerJob, 1),
+      fmt(f.onCpuMicrosPerJob, 1),
+      fmt(f.waitingMicrosPerJob, 1),
+      fmt(f.jobsPerSecond),
+      f.topFunctions
+        .slice(0, 5)
+        .map((fn) => `\`${fn.name}\` ${fn.microsPerJob.toFixed(1)}`)
+        .join(', '),
+    ]),
+  );
   return markdownTable(
     [
       'workload',
+      'KILN_THREADS',
       'main thread µs/job (sampled, not idle)',
       'schedstat: on a core µs/job',
       'schedstat: waiting for a core µs/job',
@@ -244,15 +249,21 @@ export function resultsTable(size = 'full') {
     );
     measured.push(...one.measured);
   }
-  const cost = read('main-thread-cost', size);
-  if (cost !== null) {
+  const costs = [null, 'threads-1']
+    .map((variant) => [variant, read('main-thread-cost', size, variant)])
+    .filter(([, result]) => result !== null);
+  if (costs.length > 0) {
     lines.push(
-      `Main-thread CPU per job (\`main-thread-cost\`, KILN_THREADS = ${cost.parameters.threads}; from the main thread's CPU profile between the first request and the last completion):`,
+      "Main-thread CPU per job (`main-thread-cost`; from the main thread's CPU profile between the first request and the last completion):",
       '',
-      ...mainThreadCost(cost),
+      ...mainThreadCost(costs.map(([, result]) => result)),
       '',
     );
-    measured.push(when('main-thread-cost', cost));
+    for (const [variant, result] of costs) {
+      measured.push(
+        when(variant === null ? 'main-thread-cost' : `main-thread-cost --threads ${result.parameters.threads}`, result),
+      );
+    }
   }
   const other = otherRows(size);
   if (other.rows.length > 0) {
