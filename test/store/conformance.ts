@@ -1,20 +1,59 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { JOB_STATUSES, type Job, type JobStatus, type NewJob, PRIORITY_LEVELS } from '../../src/jobs/model.js';
 import {
+  JOB_STATUSES,
+  type Job,
+  type JobError,
+  type JobStatus,
+  type JobSummary,
+  type NewJob,
+  PRIORITY_LEVELS,
+} from '../../src/jobs/model.js';
+import { Rescuer } from '../../src/scheduler/rescuer.js';
+import { decideExpired } from '../../src/scheduler/retry-policy.js';
+import {
+  type AttemptOutcome,
   type Changes,
+  type ClaimedJob,
+  type ClaimRequest,
+  type Finished,
   type InsertResult,
   type InvalidState,
   isInvalidState,
   type JobStore,
-  type Lease,
-  type StoreOptions,
+  type StoreEvent,
 } from '../../src/store/store.js';
 
-/** Opens a fresh, empty store. */
-export type MakeStore = (options: StoreOptions) => Promise<JobStore>;
+/**
+ * Opens a fresh, empty store whose clock is `clock`: every time the store decides with
+ * (ready, due, lease expiry, finish, retention) comes from it, so tests move it instead
+ * of waiting.
+ */
+export type MakeStore = (options: { capacity: number; clock: () => number }) => Promise<JobStore>;
 
 export const T0 = 1_700_000_000_000;
+export const OWNER = 'owner-1';
+export const LEASE_MS = 60_000;
+
+/** A clock that stands still until a test moves it. */
+export class TestClock {
+  #now: number;
+
+  constructor(start = T0) {
+    this.#now = start;
+  }
+
+  readonly now = (): number => this.#now;
+
+  set(ms: number): void {
+    this.#now = ms;
+  }
+
+  advance(ms: number): number {
+    this.#now += ms;
+    return this.#now;
+  }
+}
 
 let sequence = 0;
 /** Ids that sort in creation order, like the UUIDv7 ids the scheduler makes. */
@@ -41,18 +80,14 @@ export function newJob(overrides: Partial<NewJob> = {}): NewJob {
   };
 }
 
-export function lease(owner = 'worker-1', expiresAt = T0 + 60_000): Lease {
-  return { owner, expiresAt };
-}
-
-export async function insertOk(store: JobStore, jobs: NewJob[], now = T0): Promise<Job[]> {
-  const result = await store.insert(jobs, now);
+export async function insertOk(store: JobStore, jobs: NewJob[]): Promise<Job[]> {
+  const result = await store.insert(jobs);
   assert.equal(result.ok, true, `insert failed: ${JSON.stringify(result)}`);
   return (result as Extract<InsertResult, { ok: true }>).outcomes.map((o) => o.job);
 }
 
-export async function insertOne(store: JobStore, overrides: Partial<NewJob> = {}, now = T0): Promise<Job> {
-  const [job] = await insertOk(store, [newJob(overrides)], now);
+export async function insertOne(store: JobStore, overrides: Partial<NewJob> = {}): Promise<Job> {
+  const [job] = await insertOk(store, [newJob(overrides)]);
   assert.ok(job);
   return job;
 }
@@ -61,6 +96,65 @@ export async function mustGet(store: JobStore, id: string): Promise<Job> {
   const job = await store.get(id);
   assert.ok(job, `job ${id} should exist`);
   return job;
+}
+
+export function claimRequest(batches: number, overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return { owner: OWNER, leaseMs: LEASE_MS, batches, micro: null, ...overrides };
+}
+
+/** Claims up to `batches` single-job batches; answers the jobs, best first. */
+export async function claimJobs(
+  store: JobStore,
+  batches: number,
+  owner = OWNER,
+  leaseMs = LEASE_MS,
+): Promise<ClaimedJob[]> {
+  const claimed = await store.claim(claimRequest(batches, { owner, leaseMs }));
+  for (const batch of claimed) assert.equal(batch.length, 1, 'without micro-batching a batch holds one job');
+  return claimed.flat();
+}
+
+export async function claimOne(store: JobStore, owner = OWNER, leaseMs = LEASE_MS): Promise<ClaimedJob> {
+  const [job, ...more] = await claimJobs(store, 1, owner, leaseMs);
+  assert.ok(job, 'a job should be ready');
+  assert.equal(more.length, 0);
+  return job;
+}
+
+export function completed(value: unknown): AttemptOutcome {
+  return { kind: 'completed', resultText: JSON.stringify(value) };
+}
+
+export function handlerError(attempt: number, message = 'boom'): JobError {
+  return { code: 'handler_error', message, attempt };
+}
+
+/** Ends one attempt; answers what the fence let through. */
+export async function finishOne(
+  store: JobStore,
+  attempt: { id: string; attempts: number },
+  outcome: AttemptOutcome,
+  owner = OWNER,
+  expired = false,
+): Promise<Finished | null> {
+  const answers = await store.finish([{ id: attempt.id, attempt: attempt.attempts, owner, outcome, expired }]);
+  assert.equal(answers.length, 1);
+  return answers[0] ?? null;
+}
+
+/** One pass of the scheduler's rescuer over the store, as a server runs it. */
+export async function rescueOnce(store: JobStore): Promise<number> {
+  const errors: unknown[] = [];
+  const rescuer = new Rescuer({
+    store,
+    intervalMs: 60_000,
+    random: () => 0.5,
+    onRescued: () => {},
+    onError: (_message, error) => errors.push(error),
+  });
+  const moved = await rescuer.runOnce();
+  assert.deepEqual(errors, []);
+  return moved;
 }
 
 function changes(value: Changes | InvalidState | null): Changes {
@@ -73,18 +167,21 @@ function invalid(value: unknown): InvalidState {
   return value;
 }
 
-async function allJobs(store: JobStore): Promise<Job[]> {
-  const jobs: Job[] = [];
+export async function allJobs(store: JobStore): Promise<JobSummary[]> {
+  const jobs: JobSummary[] = [];
   let cursor: string | undefined;
   for (;;) {
     const page = await store.list({ limit: 500, ...(cursor === undefined ? {} : { cursor }) });
-    for (const summary of page.jobs) jobs.push(await mustGet(store, summary.id));
+    jobs.push(...page.jobs);
     if (page.nextCursor === null) return jobs;
     cursor = page.nextCursor;
   }
 }
 
-/** counts() agrees with the jobs the store holds. */
+/**
+ * counts() agrees with the jobs the store holds: exactly when the store says its
+ * figures are exact, else never below the truth for `pending`.
+ */
 export async function assertCountsExact(store: JobStore): Promise<void> {
   const jobs = await allJobs(store);
   const byStatus = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
@@ -98,27 +195,62 @@ export async function assertCountsExact(store: JobStore): Promise<void> {
     }
   }
   const pending = byStatus.waiting + byStatus.scheduled + byStatus.queued + byStatus.retrying;
-  assert.deepEqual(await store.counts(), { byStatus, queuedByPriority, pending, oldestQueuedReadyAt: oldest });
+  const counts = await store.counts();
+  if (counts.exact) {
+    assert.deepEqual(counts, { byStatus, queuedByPriority, pending, oldestQueuedReadyAt: oldest, exact: true });
+  } else {
+    assert.ok(counts.pending >= pending, `pending ${counts.pending} is below the truth, ${pending}`);
+  }
 }
+
+interface SeenEvent {
+  kind: StoreEvent['kind'];
+  id: string;
+  status?: JobStatus;
+  /** What job() answered when the event was published. */
+  jobStatus?: JobStatus;
+  attempt?: number;
+  percent?: number;
+}
+
+/** Records every event the store publishes, reading job() as a listener would. */
+export function recordEvents(store: JobStore): { seen: SeenEvent[]; stop: () => void } {
+  const seen: SeenEvent[] = [];
+  const stop = store.subscribe((event) => {
+    if (event.kind === 'changed') {
+      seen.push({ kind: event.kind, id: event.id, status: event.status, jobStatus: event.job().status });
+    } else if (event.kind === 'progress') {
+      seen.push({ kind: event.kind, id: event.id, attempt: event.attempt, percent: event.progress.percent });
+    } else {
+      seen.push({ kind: event.kind, id: event.id, attempt: event.attempt });
+    }
+  });
+  return { seen, stop };
+}
+
+const changed = (id: string, status: JobStatus): SeenEvent => ({ kind: 'changed', id, status, jobStatus: status });
 
 /** Defines the behaviour every JobStore must have, as node:test cases. */
 export function runStoreConformance(name: string, makeStore: MakeStore): void {
-  describe(`${name} store: JobStore conformance`, () => {
+  describe(`${name}: JobStore conformance`, () => {
     const open: JobStore[] = [];
-    const openStore = async (capacity = 10_000): Promise<JobStore> => {
-      const store = await makeStore({ capacity, random: () => 0.5 });
+    const openStore = async (capacity = 10_000): Promise<{ store: JobStore; clock: TestClock }> => {
+      const clock = new TestClock();
+      const store = await makeStore({ capacity, clock: clock.now });
       open.push(store);
-      return store;
+      return { store, clock };
     };
     afterEach(async () => {
       for (const store of open.splice(0)) await store.close();
     });
 
     describe('insert', () => {
-      it('creates a queued job with every field set', async () => {
-        const store = await openStore();
+      it('creates a queued job with every field set, ready at the store clock', async () => {
+        const { store, clock } = await openStore();
+        clock.set(T0 + 5);
+        assert.equal(store.now(), T0 + 5);
         const input = newJob({ priority: 7, payload: { a: [1, 2] }, metadata: { team: 'x' }, idempotencyKey: 'k1' });
-        const [job] = await insertOk(store, [input], T0 + 5);
+        const [job] = await insertOk(store, [input]);
         assert.deepEqual(job, {
           id: input.id,
           type: 'test.echo',
@@ -145,27 +277,30 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.equal(await store.get('missing'), null);
       });
 
-      it('makes a job with a future runAt scheduled and one with a past runAt queued', async () => {
-        const store = await openStore();
+      it('makes a job with a future runAt scheduled and one with a past or present runAt queued', async () => {
+        const { store } = await openStore();
         const later = await insertOne(store, { runAt: T0 + 1000 });
         const past = await insertOne(store, { runAt: T0 - 1000 });
         const exact = await insertOne(store, { runAt: T0 });
         assert.equal(later.status, 'scheduled');
         assert.equal(later.runAt, T0 + 1000);
         assert.equal(later.readyAt, null);
+        assert.equal((await mustGet(store, later.id)).status, 'scheduled');
         for (const job of [past, exact]) {
           assert.equal(job.status, 'queued');
           assert.equal(job.runAt, null);
           assert.equal(job.readyAt, T0);
+          assert.equal((await mustGet(store, job.id)).status, 'queued');
         }
         await assertCountsExact(store);
       });
 
       it('replays a job whose idempotency key, type and payload match, whatever the key order', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const first = await insertOne(store, { idempotencyKey: 'order-1', payload: { a: 1, b: { c: 2, d: [3] } } });
+        clock.advance(10);
         const again = newJob({ idempotencyKey: 'order-1', payload: { b: { d: [3], c: 2 }, a: 1 } });
-        const result = await store.insert([again], T0 + 10);
+        const result = await store.insert([again]);
         assert.ok(result.ok);
         assert.equal(result.outcomes[0]?.created, false);
         assert.deepEqual(result.outcomes[0]?.job, first);
@@ -173,87 +308,133 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.equal((await store.counts()).pending, 1);
       });
 
+      it('replays the key of a job that already ran, as it is now', async () => {
+        const { store } = await openStore();
+        const first = await insertOne(store, { idempotencyKey: 'done' });
+        const attempt = await claimOne(store);
+        assert.ok(await finishOne(store, attempt, completed({ v: 1 })));
+        const result = await store.insert([newJob({ idempotencyKey: 'done' })]);
+        assert.ok(result.ok);
+        assert.equal(result.outcomes[0]?.created, false);
+        assert.equal(result.outcomes[0]?.job.id, first.id);
+        assert.equal(result.outcomes[0]?.job.status, 'completed');
+        assert.deepEqual(result.outcomes[0]?.job.result, { v: 1 });
+      });
+
       it('fails the whole batch with idempotency_conflict when a key was used with another payload or type', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const first = await insertOne(store, { idempotencyKey: 'k', payload: { n: 1 } });
         const fresh = newJob();
-        const otherPayload = await store.insert([fresh, newJob({ idempotencyKey: 'k', payload: { n: 2 } })], T0);
+        const otherPayload = await store.insert([fresh, newJob({ idempotencyKey: 'k', payload: { n: 2 } })]);
         assert.deepEqual(otherPayload, { ok: false, reason: 'idempotency_conflict', index: 1, existingId: first.id });
-        const otherType = await store.insert([newJob({ idempotencyKey: 'k', type: 'test.other' })], T0);
+        const otherType = await store.insert([newJob({ idempotencyKey: 'k', type: 'test.other' })]);
         assert.deepEqual(otherType, { ok: false, reason: 'idempotency_conflict', index: 0, existingId: first.id });
         assert.equal(await store.get(fresh.id), null);
         await assertCountsExact(store);
       });
 
       it('treats a key repeated inside one batch as a replay of the earlier item, or a conflict', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const a = newJob({ idempotencyKey: 'same' });
         const b = newJob({ idempotencyKey: 'same' });
-        const result = await store.insert([a, b], T0);
+        const result = await store.insert([a, b]);
         assert.ok(result.ok);
         assert.deepEqual(
-          result.outcomes.map((o) => [o.created, o.job.id]),
+          result.outcomes.map((o) => [o.created, o.job.id, o.job.status]),
           [
-            [true, a.id],
-            [false, a.id],
+            [true, a.id, 'queued'],
+            [false, a.id, 'queued'],
           ],
         );
+        assert.equal(await store.get(b.id), null);
         const c = newJob({ idempotencyKey: 'other' });
         const d = newJob({ idempotencyKey: 'other', payload: { n: 99 } });
-        assert.deepEqual(await store.insert([c, d], T0), {
+        assert.deepEqual(await store.insert([c, d]), {
           ok: false,
           reason: 'idempotency_conflict',
           index: 1,
           existingId: c.id,
         });
         assert.equal(await store.get(c.id), null);
+        await assertCountsExact(store);
+      });
+
+      it('lets a later item depend on a replayed item: the dependency is the job it replays', async () => {
+        const { store } = await openStore();
+        const existing = await insertOne(store, { idempotencyKey: 'parent' });
+        const replay = newJob({ idempotencyKey: 'parent' });
+        const child = newJob({ dependsOn: [replay.id] });
+        const [parentOutcome, childJob] = await insertOk(store, [replay, child]);
+        assert.equal(parentOutcome?.id, existing.id);
+        assert.deepEqual(childJob?.dependsOn, [existing.id]);
+        assert.equal(childJob?.status, 'waiting');
+        const attempt = await claimOne(store);
+        assert.equal(attempt.id, existing.id);
+        assert.deepEqual(await finishOne(store, attempt, completed(1)), { status: 'completed', others: 1 });
+        assert.equal((await mustGet(store, child.id)).status, 'queued');
       });
 
       it('refuses a batch that would exceed the capacity, writes nothing, and does not count replays', async () => {
-        const store = await openStore(2);
+        const { store } = await openStore(2);
         await insertOne(store, { idempotencyKey: 'a' });
         await insertOne(store);
         const extra = newJob();
-        assert.deepEqual(await store.insert([extra], T0), { ok: false, reason: 'queue_full', pending: 2, capacity: 2 });
+        assert.deepEqual(await store.insert([extra]), { ok: false, reason: 'queue_full', pending: 2, capacity: 2 });
         assert.equal(await store.get(extra.id), null);
 
-        const replay = await store.insert([newJob({ idempotencyKey: 'a' })], T0);
+        const replay = await store.insert([newJob({ idempotencyKey: 'a' })]);
         assert.ok(replay.ok);
         assert.equal(replay.outcomes[0]?.created, false);
 
         const mixed = newJob();
-        const refused = await store.insert([newJob({ idempotencyKey: 'a' }), mixed], T0);
-        assert.equal(refused.ok, false);
+        const refused = await store.insert([newJob({ idempotencyKey: 'a' }), mixed]);
+        assert.deepEqual(refused, { ok: false, reason: 'queue_full', pending: 2, capacity: 2 });
         assert.equal(await store.get(mixed.id), null);
 
-        const [claimed] = await store.claim(1, lease(), T0);
-        assert.ok(claimed);
-        // A running job is not pending: there is room for one more.
+        await claimOne(store);
+        // A running job is not pending: there is room for one more, and no more.
         await insertOne(store);
+        assert.equal((await store.insert([newJob()])).ok, false);
         await assertCountsExact(store);
       });
 
       it('admits a job that is failed at insert (dependency_failed) even when full: it is not pending', async () => {
-        const store = await openStore(1);
+        const { store } = await openStore(1);
         const parent = await insertOne(store);
-        await store.cancel(parent.id, T0);
+        changes(await store.cancel(parent.id));
         await insertOne(store);
         const child = await insertOne(store, { dependsOn: [parent.id] });
         assert.equal(child.status, 'failed');
         assert.equal((await store.counts()).pending, 1);
+        await assertCountsExact(store);
+      });
+
+      it('stores nothing of a batch that reuses an existing id, and keeps the counts and admission exact', async () => {
+        // Room for the whole batch, so that the reused id, not the capacity, refuses it.
+        const { store } = await openStore(4);
+        const existing = await insertOne(store);
+        const fresh = newJob();
+        const waiting = newJob({ dependsOn: [fresh.id] });
+        await assert.rejects(store.insert([fresh, waiting, newJob({ id: existing.id })]));
+        assert.equal(await store.get(fresh.id), null);
+        assert.equal(await store.get(waiting.id), null);
+        await assertCountsExact(store);
+        // The refused batch takes no room: three more fit.
+        await insertOk(store, [newJob(), newJob(), newJob()]);
+        await assertCountsExact(store);
       });
 
       it('fails the whole batch with unknown_dependency when a dependency does not exist', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const ok = newJob();
-        const result = await store.insert([ok, newJob({ dependsOn: ['no-such-job'] })], T0);
+        const result = await store.insert([ok, newJob({ dependsOn: ['no-such-job'] })]);
         assert.deepEqual(result, { ok: false, reason: 'unknown_dependency', index: 1, dependency: 'no-such-job' });
         assert.equal(await store.get(ok.id), null);
         await assertCountsExact(store);
       });
 
       it('lets a dependency name an earlier job of the same batch, not a later one', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const parent = newJob();
         const child = newJob({ dependsOn: [parent.id] });
         const [p, c] = await insertOk(store, [parent, child]);
@@ -263,241 +444,495 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
 
         const later = newJob();
         const early = newJob({ dependsOn: [later.id] });
-        const result = await store.insert([early, later], T0);
+        const result = await store.insert([early, later]);
         assert.deepEqual(result, { ok: false, reason: 'unknown_dependency', index: 0, dependency: later.id });
+        assert.equal(await store.get(later.id), null);
       });
 
       it('derives the initial status from the dependencies', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const done = await insertOne(store);
-        await store.claim(1, lease(), T0);
-        await store.finish(done.id, lease(), { kind: 'completed', result: 1 }, T0 + 1);
-        const failed = await insertOne(store);
-        await store.cancel(failed.id, T0 + 1);
+        assert.ok(await finishOne(store, await claimOne(store), completed(1)));
+        const cancelled = await insertOne(store);
+        changes(await store.cancel(cancelled.id));
         const open = await insertOne(store);
+        clock.advance(2);
 
-        assert.equal((await insertOne(store, { dependsOn: [done.id] }, T0 + 2)).status, 'queued');
-        assert.equal((await insertOne(store, { dependsOn: [done.id, open.id] }, T0 + 2)).status, 'waiting');
-        assert.equal((await insertOne(store, { dependsOn: [done.id], runAt: T0 + 50 }, T0 + 2)).status, 'scheduled');
-        const doomed = await insertOne(store, { dependsOn: [open.id, failed.id] }, T0 + 2);
+        assert.equal((await insertOne(store, { dependsOn: [done.id] })).status, 'queued');
+        assert.equal((await insertOne(store, { dependsOn: [done.id, open.id] })).status, 'waiting');
+        const delayed = await insertOne(store, { dependsOn: [done.id], runAt: T0 + 50 });
+        assert.equal(delayed.status, 'scheduled');
+        const doomed = await insertOne(store, { dependsOn: [open.id, cancelled.id] });
         assert.equal(doomed.status, 'failed');
         assert.equal(doomed.finishedAt, T0 + 2);
         assert.equal(doomed.error?.code, 'dependency_failed');
         assert.equal(doomed.error?.attempt, 0);
-        assert.match(doomed.error?.message ?? '', new RegExp(failed.id));
+        assert.match(doomed.error?.message ?? '', new RegExp(cancelled.id));
+        assert.deepEqual(await store.get(doomed.id), doomed);
         await assertCountsExact(store);
       });
     });
 
     describe('claim', () => {
-      it('takes the highest priority first, then the earliest ready', async () => {
-        const store = await openStore();
-        const a = await insertOne(store, { priority: 5 }, T0 + 1);
-        const b = await insertOne(store, { priority: 5 }, T0 + 2);
-        const c = await insertOne(store, { priority: 9 }, T0 + 3);
-        const d = await insertOne(store, { priority: 0 }, T0 + 4);
-        const e = await insertOne(store, { priority: 9 }, T0 + 5);
-        const claimed = await store.claim(10, lease(), T0 + 10);
+      it('takes the highest priority first, then the earliest ready, one job per batch', async () => {
+        const { store, clock } = await openStore();
+        clock.set(T0 + 1);
+        const a = await insertOne(store, { priority: 5 });
+        clock.set(T0 + 2);
+        const b = await insertOne(store, { priority: 5 });
+        clock.set(T0 + 3);
+        const c = await insertOne(store, { priority: 9 });
+        clock.set(T0 + 4);
+        const d = await insertOne(store, { priority: 0 });
+        clock.set(T0 + 5);
+        const e = await insertOne(store, { priority: 9 });
+        clock.set(T0 + 10);
+        const claimed = await store.claim(claimRequest(10));
         assert.deepEqual(
-          claimed.map((j) => j.id),
-          [c.id, e.id, a.id, b.id, d.id],
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[c.id], [e.id], [a.id], [b.id], [d.id]],
         );
       });
 
-      it('claims at most limit jobs', async () => {
-        const store = await openStore();
+      it('claims at most `batches` batches', async () => {
+        const { store } = await openStore();
         await insertOk(store, [newJob(), newJob(), newJob()]);
-        assert.equal((await store.claim(0, lease(), T0)).length, 0);
-        assert.equal((await store.claim(2, lease(), T0)).length, 2);
-        assert.equal((await store.claim(2, lease(), T0)).length, 1);
-        assert.equal((await store.claim(2, lease(), T0)).length, 0);
+        assert.deepEqual(await store.claim(claimRequest(0)), []);
+        assert.equal((await claimJobs(store, 2)).length, 2);
+        assert.equal((await claimJobs(store, 2)).length, 1);
+        assert.deepEqual(await store.claim(claimRequest(2)), []);
+        await assertCountsExact(store);
       });
 
-      it('makes a claimed job running under the lease', async () => {
-        const store = await openStore();
-        const job = await insertOne(store);
-        const [claimed] = await store.claim(1, lease('w', T0 + 500), T0 + 7);
-        assert.ok(claimed);
+      it('makes a claimed job running under the lease, with its payload as JSON text', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store, { payload: { text: 'héllo', list: [1, null] } });
+        clock.set(T0 + 7);
+        const claimed = await claimOne(store, 'w', 500);
         assert.equal(claimed.id, job.id);
         assert.equal(claimed.status, 'running');
         assert.equal(claimed.attempts, 1);
         assert.equal(claimed.startedAt, T0 + 7);
         assert.equal(claimed.runAt, null);
         assert.equal(claimed.progress, null);
-        assert.deepEqual(claimed.payload, { n: 1 });
+        assert.equal(claimed.readyAt, T0);
+        assert.deepEqual(JSON.parse(claimed.payloadText), { text: 'héllo', list: [1, null] });
         assert.deepEqual(claimed.parents, []);
+        assert.equal('payload' in claimed, false);
         const stored = await mustGet(store, job.id);
         assert.equal(stored.status, 'running');
+        assert.equal(stored.attempts, 1);
+        assert.equal(stored.startedAt, T0 + 7);
+        // The lease is the owner's until T0 + 507 by the store clock.
+        clock.set(T0 + 507);
+        assert.deepEqual(await store.expiredLeases(10), []);
+        clock.set(T0 + 508);
+        assert.deepEqual(
+          (await store.expiredLeases(10)).map((e) => [e.id, e.owner, e.attempt]),
+          [[job.id, 'w', 1]],
+        );
         await assertCountsExact(store);
       });
 
-      it('claims a delayed job only once it is due', async () => {
-        const store = await openStore();
+      it('claims a delayed job only once it is due by the store clock', async () => {
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { runAt: T0 + 1000 });
         assert.equal(await store.nextDueAt(), T0 + 1000);
-        assert.deepEqual(await store.claim(5, lease(), T0 + 999), []);
-        const [claimed] = await store.claim(5, lease(), T0 + 1000);
+        clock.set(T0 + 999);
+        assert.deepEqual(await store.claim(claimRequest(5)), []);
+        clock.set(T0 + 1000);
+        const [claimed] = await claimJobs(store, 5);
         assert.equal(claimed?.id, job.id);
         assert.equal(await store.nextDueAt(), null);
+        await assertCountsExact(store);
       });
 
       it('promotes due jobs in runAt order, behind jobs already queued', async () => {
-        const store = await openStore();
-        const queued = await insertOne(store, {}, T0);
+        const { store, clock } = await openStore();
+        const queued = await insertOne(store);
         const late = await insertOne(store, { runAt: T0 + 200 });
         const early = await insertOne(store, { runAt: T0 + 100 });
-        const claimed = await store.claim(3, lease(), T0 + 300);
+        clock.set(T0 + 300);
+        const claimed = await claimJobs(store, 3);
         assert.deepEqual(
           claimed.map((j) => j.id),
           [queued.id, early.id, late.id],
         );
       });
 
+      it('keeps a due job that a claim promoted but did not take ready, the same in every read', async () => {
+        const { store, clock } = await openStore();
+        const first = await insertOne(store);
+        const delayed = await insertOne(store, { runAt: T0 + 100 });
+        clock.set(T0 + 300);
+        assert.equal((await claimOne(store)).id, first.id);
+        const promoted = await mustGet(store, delayed.id);
+        assert.equal(promoted.status, 'queued');
+        assert.equal(promoted.runAt, null);
+        assert.equal((await store.counts()).oldestQueuedReadyAt, promoted.readyAt);
+        await assertCountsExact(store);
+        const claimed = await claimOne(store);
+        assert.equal(claimed.id, delayed.id);
+        assert.equal(claimed.readyAt, promoted.readyAt);
+      });
+
       it('puts a new job of higher priority before an older backlog', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         await insertOk(store, [newJob({ priority: 1 }), newJob({ priority: 1 })]);
-        const urgent = await insertOne(store, { priority: 8 }, T0 + 100);
-        const [first] = await store.claim(1, lease(), T0 + 100);
-        assert.equal(first?.id, urgent.id);
+        clock.advance(100);
+        const urgent = await insertOne(store, { priority: 8 });
+        assert.equal((await claimOne(store)).id, urgent.id);
       });
 
       it('hands the completed dependencies to the dependent in dependsOn order', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const p1 = await insertOne(store, { type: 'test.one' });
         const p2 = await insertOne(store, { type: 'test.two' });
         const child = await insertOne(store, { dependsOn: [p2.id, p1.id] });
-        await store.claim(2, lease(), T0);
-        await store.finish(p1.id, lease(), { kind: 'completed', result: { v: 1 } }, T0 + 1);
-        await store.finish(p2.id, lease(), { kind: 'completed', result: [2] }, T0 + 2);
-        const [claimed] = await store.claim(1, lease(), T0 + 3);
-        assert.equal(claimed?.id, child.id);
-        assert.deepEqual(claimed?.parents, [
+        const [c1, c2] = await claimJobs(store, 2);
+        assert.ok(c1 && c2);
+        assert.ok(await finishOne(store, c1, completed({ v: 1 })));
+        assert.ok(await finishOne(store, c2, completed([2])));
+        const claimed = await claimOne(store);
+        assert.equal(claimed.id, child.id);
+        assert.deepEqual(claimed.parents, [
           { id: p2.id, type: 'test.two', result: [2] },
           { id: p1.id, type: 'test.one', result: { v: 1 } },
         ]);
+      });
+
+      it('hands a job nothing while none is ready, and every ready job exactly once', async () => {
+        const { store } = await openStore();
+        assert.deepEqual(await store.claim(claimRequest(4)), []);
+        const jobs = await insertOk(
+          store,
+          Array.from({ length: 25 }, () => newJob()),
+        );
+        const seen = new Set<string>();
+        for (;;) {
+          const claimed = await claimJobs(store, 3);
+          if (claimed.length === 0) break;
+          for (const job of claimed) {
+            assert.equal(seen.has(job.id), false, `${job.id} handed out twice`);
+            seen.add(job.id);
+          }
+        }
+        assert.deepEqual([...seen].sort(), jobs.map((j) => j.id).sort());
+      });
+    });
+
+    describe('claim: micro-batches', () => {
+      const micro = (
+        overrides: Partial<NonNullable<ClaimRequest['micro']>> = {},
+      ): NonNullable<ClaimRequest['micro']> => ({
+        costs: new Map([['tiny', 0.1]]),
+        budgetMs: 2,
+        maxJobs: 100,
+        solo: new Set(),
+        ...overrides,
+      });
+
+      it('grows a batch of tiny jobs with the next best, and stops at the first that is not tiny', async () => {
+        const { store } = await openStore();
+        const [t1, t2, t3, big, t4, t5] = await insertOk(store, [
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'big' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+        ]);
+        assert.ok(t1 && t2 && t3 && big && t4 && t5);
+        const claimed = await store.claim(claimRequest(2, { micro: micro() }));
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[t1.id, t2.id, t3.id], [big.id]],
+        );
+        for (const job of claimed.flat()) {
+          assert.equal(job.status, 'running');
+          assert.equal(job.attempts, 1);
+          assert.equal((await mustGet(store, job.id)).status, 'running');
+        }
+        // The job that ended the batch was first in line for the next one; the rest wait.
+        const rest = await store.claim(claimRequest(5, { micro: micro() }));
+        assert.deepEqual(
+          rest.map((batch) => batch.map((j) => j.id)),
+          [[t4.id, t5.id]],
+        );
+        await assertCountsExact(store);
+      });
+
+      it('keeps priority order across batches: a better job that is not tiny stops the batch', async () => {
+        const { store } = await openStore();
+        const t1 = await insertOne(store, { type: 'tiny', priority: 9 });
+        const big = await insertOne(store, { type: 'big', priority: 7 });
+        const t2 = await insertOne(store, { type: 'tiny', priority: 5 });
+        const claimed = await store.claim(claimRequest(3, { micro: micro() }));
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[t1.id], [big.id], [t2.id]],
+        );
+      });
+
+      it('starts a batch with a job that is not tiny and adds nothing to it', async () => {
+        const { store } = await openStore();
+        const [big, t1, t2] = await insertOk(store, [
+          newJob({ type: 'big' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+        ]);
+        const claimed = await store.claim(claimRequest(1, { micro: micro() }));
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[big?.id]],
+        );
+        const next = await store.claim(claimRequest(1, { micro: micro() }));
+        assert.deepEqual(
+          next.map((batch) => batch.map((j) => j.id)),
+          [[t1?.id, t2?.id]],
+        );
+      });
+
+      it('stops a batch at maxJobs', async () => {
+        const { store } = await openStore();
+        const jobs = await insertOk(
+          store,
+          Array.from({ length: 5 }, () => newJob({ type: 'tiny' })),
+        );
+        const ids = jobs.map((j) => j.id);
+        const claimed = await store.claim(claimRequest(10, { micro: micro({ maxJobs: 2 }) }));
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [ids.slice(0, 2), ids.slice(2, 4), ids.slice(4)],
+        );
+      });
+
+      it('stops a batch once its expected time reaches the budget', async () => {
+        const { store } = await openStore();
+        const jobs = await insertOk(
+          store,
+          Array.from({ length: 10 }, (_, i) => newJob({ type: i < 6 ? 'tiny' : 'small' })),
+        );
+        const ids = jobs.map((j) => j.id);
+        const costs = new Map([
+          ['tiny', 0.5],
+          ['small', 1],
+        ]);
+        const claimed = await store.claim(claimRequest(10, { micro: micro({ costs, budgetMs: 2 }) }));
+        // 4 × 0.5 ms, then 2 × 0.5 + 1 ms, then 2 × 1 ms: each batch's expected time is the budget.
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [ids.slice(0, 4), ids.slice(4, 7), ids.slice(7, 9), ids.slice(9)],
+        );
+      });
+
+      it('runs a solo job alone, and a solo job ends the batch before it', async () => {
+        const { store } = await openStore();
+        const [t1, alone, t2, t3] = await insertOk(store, [
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+          newJob({ type: 'tiny' }),
+        ]);
+        assert.ok(t1 && alone && t2 && t3);
+        const claimed = await store.claim(claimRequest(3, { micro: micro({ solo: new Set([alone.id]) }) }));
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[t1.id], [alone.id], [t2.id, t3.id]],
+        );
+      });
+
+      it('hands each job of a batch its own parents', async () => {
+        const { store } = await openStore();
+        const parent = await insertOne(store, { type: 'big' });
+        const [a, b] = await insertOk(store, [
+          newJob({ type: 'tiny', dependsOn: [parent.id] }),
+          newJob({ type: 'tiny' }),
+        ]);
+        assert.ok(a && b);
+        assert.ok(await finishOne(store, await claimOne(store), completed('p')));
+        const [batch] = await store.claim(claimRequest(1, { micro: micro() }));
+        // `a` became ready when its parent completed, after `b`.
+        assert.deepEqual(
+          batch?.map((j) => [j.id, j.parents]),
+          [
+            [b.id, []],
+            [a.id, [{ id: parent.id, type: 'big', result: 'p' }]],
+          ],
+        );
       });
     });
 
     describe('finish', () => {
       it('completes a job: result, finishedAt, lease gone', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store);
-        await store.claim(1, lease(), T0);
-        const done = changes(await store.finish(job.id, lease(), { kind: 'completed', result: { ok: 1 } }, T0 + 9));
-        assert.equal(done.job.status, 'completed');
-        assert.deepEqual(done.job.result, { ok: 1 });
-        assert.equal(done.job.finishedAt, T0 + 9);
-        assert.deepEqual(done.others, []);
-        assert.deepEqual(await store.get(job.id), done.job);
+        const attempt = await claimOne(store);
+        clock.set(T0 + 9);
+        assert.deepEqual(await finishOne(store, attempt, completed({ ok: 1 })), { status: 'completed', others: 0 });
+        const done = await mustGet(store, job.id);
+        assert.equal(done.status, 'completed');
+        assert.deepEqual(done.result, { ok: 1 });
+        assert.equal(done.finishedAt, T0 + 9);
+        assert.equal(done.attempts, 1);
+        assert.equal(done.error, null);
+        assert.deepEqual(await store.heartbeat(OWNER, [job.id], LEASE_MS), [job.id]);
+        clock.advance(LEASE_MS * 2);
+        assert.deepEqual(await store.expiredLeases(10), []);
         await assertCountsExact(store);
       });
 
-      it('refuses an outcome from a lease that no longer holds the job', async () => {
-        const store = await openStore();
+      it('refuses an outcome from an owner, attempt or job that no longer holds the lease', async () => {
+        const { store } = await openStore();
         const job = await insertOne(store);
-        await store.claim(1, lease('w1'), T0);
-        const ok = { kind: 'completed', result: 1 } as const;
-        assert.equal(await store.finish(job.id, lease('w2'), ok, T0 + 1), null);
-        assert.equal(await store.finish('missing', lease('w1'), ok, T0 + 1), null);
-        changes(await store.cancel(job.id, T0 + 2));
-        assert.equal(await store.finish(job.id, lease('w1'), ok, T0 + 3), null);
+        const attempt = await claimOne(store, 'w1');
+        const ok = completed(1);
+        assert.equal(await finishOne(store, attempt, ok, 'w2'), null);
+        assert.equal(await finishOne(store, { id: job.id, attempts: 2 }, ok, 'w1'), null);
+        assert.equal(await finishOne(store, { id: 'missing', attempts: 1 }, ok, 'w1'), null);
+        changes(await store.cancel(job.id));
+        assert.equal(await finishOne(store, attempt, ok, 'w1'), null);
         assert.equal((await mustGet(store, job.id)).status, 'cancelled');
 
-        const other = await insertOne(store);
-        await store.claim(1, lease('w1'), T0);
-        assert.ok(await store.finish(other.id, lease('w1'), ok, T0 + 1));
-        assert.equal(await store.finish(other.id, lease('w1'), ok, T0 + 2), null);
+        await insertOne(store);
+        const other = await claimOne(store, 'w1');
+        assert.ok(await finishOne(store, other, ok, 'w1'));
+        assert.equal(await finishOne(store, other, ok, 'w1'), null);
+        await assertCountsExact(store);
+      });
+
+      it('answers each item of one call on its own', async () => {
+        const { store } = await openStore();
+        await insertOk(store, [newJob(), newJob(), newJob({ maxAttempts: 1 })]);
+        const [a, b, c] = await claimJobs(store, 3);
+        assert.ok(a && b && c);
+        const answers = await store.finish([
+          { id: a.id, attempt: 1, owner: OWNER, outcome: completed('a') },
+          { id: b.id, attempt: 1, owner: 'someone-else', outcome: completed('b') },
+          { id: c.id, attempt: 1, owner: OWNER, outcome: { kind: 'failed', error: handlerError(1), retryAt: null } },
+          { id: 'missing', attempt: 1, owner: OWNER, outcome: completed('x') },
+        ]);
+        assert.deepEqual(answers, [{ status: 'completed', others: 0 }, null, { status: 'failed', others: 0 }, null]);
+        assert.equal((await mustGet(store, b.id)).status, 'running');
         await assertCountsExact(store);
       });
 
       it('retries a failed attempt at retryAt, and counts the attempts', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { maxAttempts: 3 });
-        await store.claim(1, lease(), T0);
-        const error = { code: 'handler_error', message: 'boom', attempt: 1 } as const;
-        const failed = changes(
-          await store.finish(job.id, lease(), { kind: 'failed', error, retryAt: T0 + 500 }, T0 + 1),
-        );
-        assert.equal(failed.job.status, 'retrying');
-        assert.equal(failed.job.runAt, T0 + 500);
-        assert.deepEqual(failed.job.error, error);
-        assert.equal(failed.job.attempts, 1);
+        const attempt = await claimOne(store);
+        clock.set(T0 + 1);
+        const error = handlerError(1);
+        const answer = await finishOne(store, attempt, { kind: 'failed', error, retryAt: T0 + 500 });
+        assert.deepEqual(answer, { status: 'retrying', others: 0 });
+        const failed = await mustGet(store, job.id);
+        assert.equal(failed.status, 'retrying');
+        assert.equal(failed.runAt, T0 + 500);
+        assert.deepEqual(failed.error, error);
+        assert.equal(failed.attempts, 1);
+        assert.equal(failed.finishedAt, null);
         assert.equal(await store.nextDueAt(), T0 + 500);
         await assertCountsExact(store);
 
-        assert.deepEqual(await store.claim(1, lease(), T0 + 499), []);
-        const [again] = await store.claim(1, lease(), T0 + 500);
-        assert.equal(again?.id, job.id);
-        assert.equal(again?.attempts, 2);
+        clock.set(T0 + 499);
+        assert.deepEqual(await store.claim(claimRequest(1)), []);
+        clock.set(T0 + 500);
+        const again = await claimOne(store);
+        assert.equal(again.id, job.id);
+        assert.equal(again.attempts, 2);
+        assert.equal(again.runAt, null);
+        assert.deepEqual(again.error, error);
         await assertCountsExact(store);
       });
 
       it('fails a job for good when retryAt is null', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store);
-        await store.claim(1, lease(), T0);
-        const error = { code: 'timeout', message: 'too slow', attempt: 1 } as const;
-        const failed = changes(await store.finish(job.id, lease(), { kind: 'failed', error, retryAt: null }, T0 + 3));
-        assert.equal(failed.job.status, 'failed');
-        assert.equal(failed.job.finishedAt, T0 + 3);
-        assert.equal(failed.job.runAt, null);
-        assert.deepEqual(failed.job.error, error);
+        const attempt = await claimOne(store);
+        clock.set(T0 + 3);
+        const error: JobError = { code: 'timeout', message: 'too slow', attempt: 1 };
+        assert.deepEqual(await finishOne(store, attempt, { kind: 'failed', error, retryAt: null }), {
+          status: 'failed',
+          others: 0,
+        });
+        const failed = await mustGet(store, job.id);
+        assert.equal(failed.status, 'failed');
+        assert.equal(failed.finishedAt, T0 + 3);
+        assert.equal(failed.runAt, null);
+        assert.deepEqual(failed.error, error);
+        assert.deepEqual(await store.claim(claimRequest(1)), []);
         await assertCountsExact(store);
       });
 
       it('gives a released job its attempt back', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { maxAttempts: 1 });
-        await store.claim(1, lease(), T0);
-        const error = { code: 'interrupted', message: 'shutting down', attempt: 1 } as const;
-        const released = changes(
-          await store.finish(job.id, lease(), { kind: 'released', error, retryAt: T0 + 10 }, T0 + 1),
-        );
-        assert.equal(released.job.status, 'retrying');
-        assert.equal(released.job.attempts, 0);
-        assert.equal(released.job.runAt, T0 + 10);
-        assert.deepEqual(released.job.error, error);
-        const [again] = await store.claim(1, lease(), T0 + 10);
-        assert.equal(again?.attempts, 1);
+        const attempt = await claimOne(store);
+        clock.set(T0 + 1);
+        const error: JobError = { code: 'interrupted', message: 'shutting down', attempt: 1 };
+        assert.deepEqual(await finishOne(store, attempt, { kind: 'released', error, retryAt: T0 + 10 }), {
+          status: 'retrying',
+          others: 0,
+        });
+        const released = await mustGet(store, job.id);
+        assert.equal(released.status, 'retrying');
+        assert.equal(released.attempts, 0);
+        assert.equal(released.runAt, T0 + 10);
+        assert.deepEqual(released.error, error);
+        clock.set(T0 + 10);
+        const again = await claimOne(store);
+        assert.equal(again.attempts, 1);
+        await assertCountsExact(store);
       });
 
       it('releases a dependent when its last dependency completes', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const p1 = await insertOne(store);
         const p2 = await insertOne(store);
         const child = await insertOne(store, { dependsOn: [p1.id, p2.id] });
         const delayed = await insertOne(store, { dependsOn: [p1.id], runAt: T0 + 10_000 });
-        await store.claim(2, lease(), T0);
-        const first = changes(await store.finish(p1.id, lease(), { kind: 'completed', result: 1 }, T0 + 5));
-        assert.deepEqual(
-          first.others.map((j) => [j.id, j.status]),
-          [[delayed.id, 'scheduled']],
-        );
+        const [a1, a2] = await claimJobs(store, 2);
+        assert.ok(a1 && a2);
+        clock.set(T0 + 5);
+        assert.deepEqual(await finishOne(store, a1, completed(1)), { status: 'completed', others: 1 });
+        assert.equal((await mustGet(store, delayed.id)).status, 'scheduled');
         assert.equal((await mustGet(store, child.id)).status, 'waiting');
         await assertCountsExact(store);
-        const second = changes(await store.finish(p2.id, lease(), { kind: 'completed', result: 2 }, T0 + 6));
-        assert.deepEqual(
-          second.others.map((j) => [j.id, j.status, j.readyAt]),
-          [[child.id, 'queued', T0 + 6]],
-        );
+        clock.set(T0 + 6);
+        assert.deepEqual(await finishOne(store, a2, completed(2)), { status: 'completed', others: 1 });
+        const released = await mustGet(store, child.id);
+        assert.equal(released.status, 'queued');
+        assert.equal(released.readyAt, T0 + 6);
         assert.equal(await store.nextDueAt(), T0 + 10_000);
         await assertCountsExact(store);
+        const claimed = await claimOne(store);
+        assert.equal(claimed.id, child.id);
+        assert.deepEqual(
+          claimed.parents.map((p) => [p.id, p.result]),
+          [
+            [p1.id, 1],
+            [p2.id, 2],
+          ],
+        );
       });
 
       it('fails the dependents of a failed job, transitively', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const a = await insertOne(store);
         const b = await insertOne(store, { dependsOn: [a.id] });
         const c = await insertOne(store, { dependsOn: [b.id] });
         const done = await insertOne(store, { priority: 0 });
         const d = await insertOne(store, { dependsOn: [done.id, a.id] });
-        await store.claim(1, lease(), T0);
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        const result = changes(await store.finish(a.id, lease(), { kind: 'failed', error, retryAt: null }, T0 + 1));
-        assert.deepEqual(result.others.map((j) => j.id).sort(), [b.id, c.id, d.id].sort());
-        for (const job of result.others) {
+        const attempt = await claimOne(store);
+        assert.equal(attempt.id, a.id);
+        clock.set(T0 + 1);
+        const answer = await finishOne(store, attempt, { kind: 'failed', error: handlerError(1), retryAt: null });
+        assert.deepEqual(answer, { status: 'failed', others: 3 });
+        for (const id of [b.id, c.id, d.id]) {
+          const job = await mustGet(store, id);
           assert.equal(job.status, 'failed');
           assert.equal(job.error?.code, 'dependency_failed');
+          assert.equal(job.error?.attempt, 0);
           assert.equal(job.finishedAt, T0 + 1);
         }
         assert.match((await mustGet(store, c.id)).error?.message ?? '', new RegExp(b.id));
@@ -506,127 +941,163 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
       });
 
       it('does not fail dependents on a retryable failure', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const a = await insertOne(store);
         const b = await insertOne(store, { dependsOn: [a.id] });
-        await store.claim(1, lease(), T0);
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        const result = changes(await store.finish(a.id, lease(), { kind: 'failed', error, retryAt: T0 + 1 }, T0));
-        assert.deepEqual(result.others, []);
+        const attempt = await claimOne(store);
+        const answer = await finishOne(store, attempt, { kind: 'failed', error: handlerError(1), retryAt: T0 + 1 });
+        assert.deepEqual(answer, { status: 'retrying', others: 0 });
         assert.equal((await mustGet(store, b.id)).status, 'waiting');
       });
     });
 
     describe('cancel, retry, remove', () => {
       it('cancels a queued job and never hands it out', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store);
-        const result = changes(await store.cancel(job.id, T0 + 4));
+        clock.set(T0 + 4);
+        const result = changes(await store.cancel(job.id));
         assert.equal(result.job.status, 'cancelled');
         assert.deepEqual(result.job.error, { code: 'cancelled', message: 'cancelled by request', attempt: 0 });
         assert.equal(result.job.finishedAt, T0 + 4);
-        assert.deepEqual(await store.claim(5, lease(), T0 + 5), []);
+        assert.deepEqual(result.others, []);
+        assert.deepEqual(await store.get(job.id), result.job);
+        assert.deepEqual(await store.claim(claimRequest(5)), []);
         await assertCountsExact(store);
       });
 
       it('cancels a running job (its attempt number in the error) and a scheduled one', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const running = await insertOne(store);
         const scheduled = await insertOne(store, { runAt: T0 + 100 });
-        await store.claim(1, lease(), T0);
-        const r = changes(await store.cancel(running.id, T0 + 1));
+        const attempt = await claimOne(store);
+        const r = changes(await store.cancel(running.id));
+        assert.equal(r.job.status, 'cancelled');
         assert.equal(r.job.error?.attempt, 1);
-        changes(await store.cancel(scheduled.id, T0 + 1));
+        assert.equal(await finishOne(store, attempt, completed(1)), null);
+        assert.deepEqual(await store.heartbeat(OWNER, [running.id], LEASE_MS), [running.id]);
+        changes(await store.cancel(scheduled.id));
         assert.equal(await store.nextDueAt(), null);
-        assert.deepEqual(await store.claim(5, lease(), T0 + 1000), []);
+        clock.set(T0 + 1000);
+        assert.deepEqual(await store.claim(claimRequest(5)), []);
         await assertCountsExact(store);
       });
 
-      it('fails the dependents of a cancelled job', async () => {
-        const store = await openStore();
+      it('cancels a retrying job, failing its waiting dependent', async () => {
+        const { store } = await openStore();
+        const parent = await insertOne(store);
+        const waiting = await insertOne(store, { dependsOn: [parent.id] });
+        const attempt = await claimOne(store);
+        await finishOne(store, attempt, { kind: 'failed', error: handlerError(1), retryAt: T0 + 100 });
+        assert.equal((await mustGet(store, parent.id)).status, 'retrying');
+        const cancelled = changes(await store.cancel(parent.id));
+        assert.equal(cancelled.job.status, 'cancelled');
+        assert.deepEqual(
+          cancelled.others.map((j) => [j.id, j.status]),
+          [[waiting.id, 'failed']],
+        );
+        assert.equal(await store.nextDueAt(), null);
+        await assertCountsExact(store);
+      });
+
+      it('fails the dependents of a cancelled job, transitively', async () => {
+        const { store } = await openStore();
         const a = await insertOne(store);
         const b = await insertOne(store, { dependsOn: [a.id] });
-        const result = changes(await store.cancel(a.id, T0));
+        const c = await insertOne(store, { dependsOn: [b.id] });
+        const result = changes(await store.cancel(a.id));
         assert.deepEqual(
           result.others.map((j) => [j.id, j.status, j.error?.code]),
-          [[b.id, 'failed', 'dependency_failed']],
+          [
+            [b.id, 'failed', 'dependency_failed'],
+            [c.id, 'failed', 'dependency_failed'],
+          ],
         );
         assert.match(result.others[0]?.error?.message ?? '', /cancelled/);
+        assert.match(result.others[1]?.error?.message ?? '', new RegExp(`${b.id} failed`));
         await assertCountsExact(store);
       });
 
       it('refuses to cancel a finished job and answers null for a missing one', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const job = await insertOne(store);
-        await store.claim(1, lease(), T0);
-        await store.finish(job.id, lease(), { kind: 'completed', result: null }, T0);
-        const refused = invalid(await store.cancel(job.id, T0));
+        await finishOne(store, await claimOne(store), completed(null));
+        const refused = invalid(await store.cancel(job.id));
         assert.equal(refused.status, 'completed');
         assert.match(refused.message, /job is completed; only a job that is not finished can be cancelled/);
-        assert.equal(await store.cancel('missing', T0), null);
+        assert.equal(await store.cancel('missing'), null);
+        assert.equal((await mustGet(store, job.id)).status, 'completed');
       });
 
       it('retries a failed job with a fresh attempt budget, keeping the error', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { maxAttempts: 1 });
-        await store.claim(1, lease(), T0);
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        await store.finish(job.id, lease(), { kind: 'failed', error, retryAt: null }, T0 + 1);
-        const retried = changes(await store.retry(job.id, T0 + 50));
+        const attempt = await claimOne(store);
+        const error = handlerError(1);
+        await finishOne(store, attempt, { kind: 'failed', error, retryAt: null });
+        clock.set(T0 + 50);
+        const retried = changes(await store.retry(job.id));
         assert.equal(retried.job.status, 'queued');
         assert.equal(retried.job.attempts, 0);
         assert.deepEqual(retried.job.error, error);
         assert.equal(retried.job.finishedAt, null);
         assert.equal(retried.job.result, null);
         assert.equal(retried.job.readyAt, T0 + 50);
+        assert.deepEqual(await store.get(job.id), retried.job);
         await assertCountsExact(store);
-        const [again] = await store.claim(1, lease(), T0 + 51);
-        assert.equal(again?.id, job.id);
-        assert.equal(again?.attempts, 1);
+        const again = await claimOne(store);
+        assert.equal(again.id, job.id);
+        assert.equal(again.attempts, 1);
       });
 
       it('retries a cancelled job into waiting when its dependencies are not all completed', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const parent = await insertOne(store);
         const child = await insertOne(store, { dependsOn: [parent.id] });
-        changes(await store.cancel(child.id, T0));
-        assert.equal(changes(await store.retry(child.id, T0 + 1)).job.status, 'waiting');
-        await store.claim(1, lease(), T0 + 2);
-        const done = changes(await store.finish(parent.id, lease(), { kind: 'completed', result: 1 }, T0 + 3));
-        assert.deepEqual(
-          done.others.map((j) => [j.id, j.status]),
-          [[child.id, 'queued']],
-        );
+        changes(await store.cancel(child.id));
+        assert.equal(changes(await store.retry(child.id)).job.status, 'waiting');
+        const attempt = await claimOne(store);
+        assert.equal(attempt.id, parent.id);
+        assert.deepEqual(await finishOne(store, attempt, completed(1)), { status: 'completed', others: 1 });
+        assert.equal((await mustGet(store, child.id)).status, 'queued');
+        await assertCountsExact(store);
+        const claimed = await claimOne(store);
+        assert.deepEqual(claimed.parents, [{ id: parent.id, type: 'test.echo', result: 1 }]);
+      });
+
+      it('refuses to retry a job that is not failed or cancelled, or whose dependency is gone or failed', async () => {
+        const { store } = await openStore();
+        const queued = await insertOne(store);
+        assert.equal(invalid(await store.retry(queued.id)).status, 'queued');
+        const attempt = await claimOne(store);
+        assert.equal(invalid(await store.retry(queued.id)).status, 'running');
+        await finishOne(store, attempt, completed(1));
+        assert.match(invalid(await store.retry(queued.id)).message, /completed/);
+        assert.equal(await store.retry('missing'), null);
+
+        const parent = await insertOne(store);
+        const child = await insertOne(store, { dependsOn: [parent.id] });
+        changes(await store.cancel(parent.id));
+        assert.equal((await mustGet(store, child.id)).status, 'failed');
+        const parentCancelled = invalid(await store.retry(child.id));
+        assert.match(parentCancelled.message, new RegExp(`${parent.id} is cancelled`));
+        assert.equal(await store.remove(parent.id), 'removed');
+        const gone = invalid(await store.retry(child.id));
+        assert.equal(gone.status, 'failed');
+        assert.match(gone.message, new RegExp(parent.id));
         await assertCountsExact(store);
       });
 
-      it('refuses to retry a job that is not failed or cancelled, or whose dependency is gone', async () => {
-        const store = await openStore();
-        const queued = await insertOne(store);
-        assert.equal(invalid(await store.retry(queued.id, T0)).status, 'queued');
-        await store.claim(1, lease(), T0);
-        assert.equal(invalid(await store.retry(queued.id, T0)).status, 'running');
-        await store.finish(queued.id, lease(), { kind: 'completed', result: 1 }, T0);
-        assert.match(invalid(await store.retry(queued.id, T0)).message, /completed/);
-        assert.equal(await store.retry('missing', T0), null);
-
-        const parent = await insertOne(store);
-        const child = await insertOne(store, { dependsOn: [parent.id] });
-        changes(await store.cancel(parent.id, T0));
-        assert.equal((await mustGet(store, child.id)).status, 'failed');
-        assert.equal(await store.remove(parent.id), 'removed');
-        const gone = invalid(await store.retry(child.id, T0));
-        assert.equal(gone.status, 'failed');
-        assert.match(gone.message, new RegExp(parent.id));
-      });
-
       it('does not hand out a cancelled-then-retried job twice or out of order', async () => {
-        const store = await openStore();
-        const a = await insertOne(store, {}, T0);
-        const b = await insertOne(store, {}, T0 + 1);
-        changes(await store.cancel(a.id, T0 + 2));
-        changes(await store.retry(a.id, T0 + 3));
-        const claimed = await store.claim(10, lease(), T0 + 4);
+        const { store, clock } = await openStore();
+        const a = await insertOne(store);
+        clock.set(T0 + 1);
+        const b = await insertOne(store);
+        clock.set(T0 + 2);
+        changes(await store.cancel(a.id));
+        clock.set(T0 + 3);
+        changes(await store.retry(a.id));
+        const claimed = await claimJobs(store, 10);
         assert.deepEqual(
           claimed.map((j) => j.id),
           [b.id, a.id],
@@ -635,92 +1106,280 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
       });
 
       it('removes a finished job and refuses to remove one that is not', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const job = await insertOne(store);
-        const refused = invalid(await store.remove(job.id));
-        assert.equal(refused.status, 'queued');
-        changes(await store.cancel(job.id, T0));
+        assert.equal(invalid(await store.remove(job.id)).status, 'queued');
+        await claimOne(store);
+        assert.equal(invalid(await store.remove(job.id)).status, 'running');
+        changes(await store.cancel(job.id));
         assert.equal(await store.remove(job.id), 'removed');
         assert.equal(await store.get(job.id), null);
         assert.equal(await store.remove(job.id), null);
         await assertCountsExact(store);
       });
+
+      it('gives a dependent whose completed parent was removed a null result for it', async () => {
+        const { store } = await openStore();
+        const parent = await insertOne(store, { type: 'test.parent' });
+        const other = await insertOne(store);
+        const child = await insertOne(store, { dependsOn: [parent.id, other.id] });
+        const [p, o] = await claimJobs(store, 2);
+        assert.ok(p && o);
+        await finishOne(store, p, completed('gone soon'));
+        assert.equal(await store.remove(parent.id), 'removed');
+        await finishOne(store, o, completed('kept'));
+        const claimed = await claimOne(store);
+        assert.equal(claimed.id, child.id);
+        assert.deepEqual(claimed.parents, [
+          { id: parent.id, type: '', result: null },
+          { id: other.id, type: 'test.echo', result: 'kept' },
+        ]);
+      });
     });
 
     describe('leases', () => {
       it('extends held leases and answers the ids no longer held', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const a = await insertOne(store);
         const b = await insertOne(store);
-        await store.claim(2, lease('w1', T0 + 100), T0);
-        assert.deepEqual(await store.heartbeat([a.id, b.id], lease('w1', T0 + 10_000)), []);
-        assert.deepEqual(await store.recoverExpired(T0 + 5000), []);
-        await store.finish(b.id, lease('w1'), { kind: 'completed', result: 1 }, T0 + 1);
-        assert.deepEqual(await store.heartbeat([a.id, b.id, 'missing'], lease('w1', T0 + 20_000)), [b.id, 'missing']);
-        assert.deepEqual(await store.heartbeat([a.id], lease('w2', T0 + 20_000)), [a.id]);
-        assert.deepEqual(await store.heartbeat([], lease('w1')), []);
+        const [ca, cb] = await claimJobs(store, 2, 'w1', 100);
+        assert.ok(ca && cb);
+        clock.set(T0 + 50);
+        assert.deepEqual(await store.heartbeat('w1', [a.id, b.id], 10_000), []);
+        clock.set(T0 + 5000);
+        assert.deepEqual(await store.expiredLeases(10), []);
+        assert.ok(await finishOne(store, cb, completed(1), 'w1'));
+        assert.deepEqual(await store.heartbeat('w1', [a.id, b.id, 'missing'], 10_000), [b.id, 'missing']);
+        assert.deepEqual(await store.heartbeat('w2', [a.id], 10_000), [a.id]);
+        assert.deepEqual(await store.heartbeat('w1', [], 10_000), []);
+        clock.set(T0 + 15_000);
+        assert.deepEqual(await store.expiredLeases(10), []);
+        clock.set(T0 + 15_001);
+        assert.deepEqual(
+          (await store.expiredLeases(10)).map((e) => e.id),
+          [a.id],
+        );
       });
 
-      it('records progress for the lease holder only; a new attempt starts without it', async () => {
-        const store = await openStore();
+      it('lists expired attempts as the rescuer needs them, at most `limit`', async () => {
+        const { store, clock } = await openStore();
+        const backoff = { initialMs: 7, factor: 3, maxMs: 70, jitter: 'equal' } as const;
+        const jobs = await insertOk(store, [newJob({ type: 'test.a', maxAttempts: 4, backoff }), newJob(), newJob()]);
+        await claimJobs(store, 3, 'dead', 100);
+        clock.set(T0 + 101);
+        const expired = await store.expiredLeases(10);
+        assert.deepEqual(expired.map((e) => e.id).sort(), jobs.map((j) => j.id).sort());
+        assert.deepEqual(
+          expired.find((e) => e.id === jobs[0]?.id),
+          { id: jobs[0]?.id, type: 'test.a', owner: 'dead', attempt: 1, maxAttempts: 4, backoff },
+        );
+        assert.equal((await store.expiredLeases(2)).length, 2);
+      });
+
+      it('records progress for the lease holder only, publishes it, and keeps it with the result', async () => {
+        const { store, clock } = await openStore();
         const job = await insertOne(store);
-        await store.claim(1, lease('w1'), T0);
-        const updated = await store.progress(job.id, lease('w1'), { percent: 40, message: 'step 2' });
-        assert.deepEqual(updated?.progress, { percent: 40, message: 'step 2' });
-        assert.equal(await store.progress(job.id, lease('w2'), { percent: 50, message: null }), null);
+        const events = recordEvents(store);
+        const first = await claimOne(store, 'w1');
+        store.progress(job.id, 1, 'w1', { percent: 40, message: 'step 2' });
         assert.deepEqual((await mustGet(store, job.id)).progress, { percent: 40, message: 'step 2' });
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        await store.finish(job.id, lease('w1'), { kind: 'failed', error, retryAt: T0 }, T0);
-        assert.equal(await store.progress(job.id, lease('w1'), { percent: 60, message: null }), null);
-        const [again] = await store.claim(1, lease('w1'), T0 + 1);
-        assert.equal(again?.progress, null);
+        store.progress(job.id, 1, 'w2', { percent: 50, message: null });
+        store.progress(job.id, 2, 'w1', { percent: 55, message: null });
+        assert.deepEqual((await mustGet(store, job.id)).progress, { percent: 40, message: 'step 2' });
+        assert.deepEqual(
+          events.seen.filter((e) => e.kind === 'progress'),
+          [{ kind: 'progress', id: job.id, attempt: 1, percent: 40 }],
+        );
+
+        clock.set(T0 + 1);
+        await finishOne(store, first, { kind: 'failed', error: handlerError(1), retryAt: T0 + 1 }, 'w1');
+        store.progress(job.id, 1, 'w1', { percent: 60, message: null });
+        assert.equal(events.seen.filter((e) => e.kind === 'progress').length, 1);
+        const again = await claimOne(store, 'w1');
+        assert.equal(again.attempts, 2);
+        assert.equal(again.progress, null);
+        assert.equal((await mustGet(store, job.id)).progress, null);
+        store.progress(job.id, 2, 'w1', { percent: 90, message: 'almost' });
+        await finishOne(store, again, completed('r'), 'w1');
+        const done = await mustGet(store, job.id);
+        assert.equal(done.status, 'completed');
+        assert.deepEqual(done.progress, { percent: 90, message: 'almost' });
+        events.stop();
       });
 
-      it('recovers a job whose lease expired: retrying as interrupted, at now + backoff', async () => {
-        const store = await openStore();
+      it('rescues an expired lease: retrying as interrupted at now + backoff; a live one is left alone', async () => {
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { backoff: { initialMs: 100, factor: 2, maxMs: 1000, jitter: 'none' } });
         const healthy = await insertOne(store);
-        await store.claim(1, lease('dead', T0 + 100), T0);
-        await store.claim(1, lease('alive', T0 + 10_000), T0);
-        const recovered = await store.recoverExpired(T0 + 101);
-        assert.deepEqual(
-          recovered.map((j) => j.id),
-          [job.id],
-        );
-        const [r] = recovered;
-        assert.equal(r?.status, 'retrying');
-        assert.equal(r?.error?.code, 'interrupted');
-        assert.equal(r?.error?.attempt, 1);
-        assert.equal(r?.runAt, T0 + 101 + 100);
+        const dead = await claimOne(store, 'dead', 100);
+        await claimOne(store, 'alive', 10_000);
+        clock.set(T0 + 100);
+        assert.equal(await rescueOnce(store), 0);
+        clock.set(T0 + 101);
+        assert.equal(await rescueOnce(store), 1);
+        const rescued = await mustGet(store, job.id);
+        assert.equal(rescued.status, 'retrying');
+        assert.equal(rescued.error?.code, 'interrupted');
+        assert.equal(rescued.error?.attempt, 1);
+        assert.equal(rescued.attempts, 1);
+        assert.equal(rescued.runAt, T0 + 101 + 100);
+        assert.equal(await store.nextDueAt(), T0 + 201);
         assert.equal((await mustGet(store, healthy.id)).status, 'running');
-        assert.equal(await store.finish(job.id, lease('dead'), { kind: 'completed', result: 1 }, T0 + 102), null);
-        assert.deepEqual(await store.recoverExpired(T0 + 102), []);
+        assert.equal(await finishOne(store, dead, completed(1), 'dead'), null);
+        assert.equal(await rescueOnce(store), 0);
         await assertCountsExact(store);
-        const [again] = await store.claim(1, lease('alive'), T0 + 201);
-        assert.equal(again?.id, job.id);
+        clock.set(T0 + 201);
+        const again = await claimOne(store, 'alive');
+        assert.equal(again.id, job.id);
+        assert.equal(again.attempts, 2);
       });
 
       it('fails a job whose expired lease was on its last attempt, and its dependents', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const job = await insertOne(store, { maxAttempts: 1 });
         const child = await insertOne(store, { dependsOn: [job.id] });
-        await store.claim(1, lease('dead', T0 + 100), T0);
-        const recovered = await store.recoverExpired(T0 + 500);
-        assert.deepEqual(
-          recovered.map((j) => [j.id, j.status, j.error?.code]),
-          [
-            [job.id, 'failed', 'interrupted'],
-            [child.id, 'failed', 'dependency_failed'],
-          ],
-        );
-        assert.equal(recovered[0]?.finishedAt, T0 + 500);
+        const grandchild = await insertOne(store, { dependsOn: [child.id] });
+        await claimOne(store, 'dead', 100);
+        clock.set(T0 + 500);
+        assert.equal(await rescueOnce(store), 1);
+        const failed = await mustGet(store, job.id);
+        assert.equal(failed.status, 'failed');
+        assert.equal(failed.error?.code, 'interrupted');
+        assert.equal(failed.finishedAt, T0 + 500);
+        for (const id of [child.id, grandchild.id]) {
+          const dependent = await mustGet(store, id);
+          assert.equal(dependent.status, 'failed');
+          assert.equal(dependent.error?.code, 'dependency_failed');
+        }
         await assertCountsExact(store);
+      });
+
+      it('fences every attempt: an outcome of attempt 1 after a rescue and a new claim changes nothing', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store, { maxAttempts: 3 });
+        const claimed = await claimOne(store, 'w', 100);
+        const first = { id: claimed.id, attempts: claimed.attempts };
+        assert.equal(first.attempts, 1);
+        clock.set(T0 + 101);
+        assert.equal(await rescueOnce(store), 1);
+        const rescued = await mustGet(store, job.id);
+        assert.ok(rescued.runAt !== null);
+        clock.set(rescued.runAt);
+        // The same owner claims it again: only the attempt number tells the two apart.
+        const second = await claimOne(store, 'w', 100);
+        assert.equal(second.id, job.id);
+        assert.equal(second.attempts, 2);
+        assert.equal(await finishOne(store, first, completed('late'), 'w'), null);
+        assert.equal(
+          await finishOne(store, first, { kind: 'failed', error: handlerError(1), retryAt: null }, 'w'),
+          null,
+        );
+        store.progress(job.id, 1, 'w', { percent: 99, message: null });
+        const running = await mustGet(store, job.id);
+        assert.equal(running.status, 'running');
+        assert.equal(running.attempts, 2);
+        assert.equal(running.progress, null);
+        assert.deepEqual(await finishOne(store, second, completed('on time'), 'w'), { status: 'completed', others: 0 });
+        assert.equal((await mustGet(store, job.id)).result, 'on time');
+        await assertCountsExact(store);
+      });
+
+      it('hands out a claimed job that stays a record of its attempt, whatever happens to the job later', async () => {
+        const { store, clock } = await openStore();
+        await insertOne(store, { maxAttempts: 3 });
+        const first = await claimOne(store, 'w', 100);
+        const asClaimed = structuredClone(first);
+        store.progress(first.id, 1, 'w', { percent: 50, message: null });
+        clock.set(T0 + 101);
+        assert.equal(await rescueOnce(store), 1);
+        clock.set((await mustGet(store, first.id)).runAt ?? 0);
+        const second = await claimOne(store, 'w', 100);
+        assert.equal(second.attempts, 2);
+        // A caller that fences its outcome with `first.attempts` must still name attempt 1.
+        assert.deepEqual(first, asClaimed);
+        assert.equal(await finishOne(store, first, completed('late'), 'w'), null);
+      });
+
+      it('fences a rescue on the lease having run out: a heartbeat that renewed it first wins', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store);
+        const attempt = await claimOne(store, 'w', 100);
+        clock.set(T0 + 150);
+        const [expired] = await store.expiredLeases(10);
+        assert.ok(expired);
+        assert.equal(expired.id, job.id);
+        // The owner was only slow: its heartbeat lands before the rescuer's finish.
+        assert.deepEqual(await store.heartbeat('w', [job.id], 1000), []);
+        const rescue = decideExpired(expired, store.now(), () => 0.5);
+        assert.equal(await finishOne(store, attempt, rescue, 'w', true), null);
+        assert.equal(await finishOne(store, attempt, completed('x'), 'w', true), null);
+        assert.equal((await mustGet(store, job.id)).status, 'running');
+        assert.equal(await rescueOnce(store), 0);
+        clock.set(T0 + 1151);
+        assert.deepEqual(await finishOne(store, attempt, rescue, 'w', true), { status: 'retrying', others: 0 });
+        assert.equal(await finishOne(store, attempt, completed('too late'), 'w'), null);
+        await assertCountsExact(store);
+      });
+    });
+
+    describe('events', () => {
+      it('publishes every change with the job as it now is', async () => {
+        const { store, clock } = await openStore();
+        const events = recordEvents(store);
+        const parent = newJob();
+        const child = newJob({ dependsOn: [parent.id] });
+        const other = newJob({ maxAttempts: 1 });
+        await insertOk(store, [parent, child, other]);
+        assert.deepEqual(events.seen.splice(0), [
+          changed(parent.id, 'queued'),
+          changed(child.id, 'waiting'),
+          changed(other.id, 'queued'),
+        ]);
+
+        const [p, o] = await claimJobs(store, 2, OWNER, 100);
+        assert.ok(p && o);
+        assert.deepEqual(events.seen.splice(0), [changed(parent.id, 'running'), changed(other.id, 'running')]);
+
+        await finishOne(store, p, completed(1));
+        assert.deepEqual(events.seen.splice(0), [changed(parent.id, 'completed'), changed(child.id, 'queued')]);
+
+        changes(await store.cancel(child.id));
+        assert.deepEqual(events.seen.splice(0), [changed(child.id, 'cancelled')]);
+        changes(await store.retry(child.id));
+        assert.deepEqual(events.seen.splice(0), [changed(child.id, 'queued')]);
+
+        clock.set(T0 + 101);
+        assert.equal(await rescueOnce(store), 1);
+        assert.deepEqual(events.seen.splice(0), [changed(other.id, 'failed')]);
+
+        events.stop();
+        changes(await store.cancel(child.id));
+        assert.deepEqual(events.seen, []);
+      });
+
+      it('publishes the dependents a failure or a cancel fails', async () => {
+        const { store } = await openStore();
+        const a = await insertOne(store);
+        const b = await insertOne(store, { dependsOn: [a.id] });
+        const c = await insertOne(store);
+        const d = await insertOne(store, { dependsOn: [c.id] });
+        const attempt = await claimOne(store);
+        const events = recordEvents(store);
+        await finishOne(store, attempt, { kind: 'failed', error: handlerError(1), retryAt: null });
+        changes(await store.cancel(c.id));
+        assert.deepEqual(events.seen, [
+          changed(a.id, 'failed'),
+          changed(b.id, 'failed'),
+          changed(c.id, 'cancelled'),
+          changed(d.id, 'failed'),
+        ]);
+        events.stop();
       });
     });
 
     describe('list', () => {
       it('pages newest first with a cursor, without payload or result', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const jobs = await insertOk(
           store,
           Array.from({ length: 7 }, () => newJob()),
@@ -735,6 +1394,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
           for (const item of page.jobs) {
             assert.equal('payload' in item, false);
             assert.equal('result' in item, false);
+            assert.equal('payloadText' in item, false);
             seen.push(item.id);
           }
           if (page.nextCursor === null) break;
@@ -742,20 +1402,20 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         }
         assert.equal(pages, 3);
         assert.deepEqual(seen, ids);
-        const exact = await store.list({ limit: 7 });
-        assert.equal(exact.nextCursor, null);
+        assert.equal((await store.list({ limit: 7 })).nextCursor, null);
+        assert.deepEqual(await store.list({ limit: 0 }), { jobs: [], nextCursor: null });
       });
 
       it('filters by statuses and type across pages', async () => {
-        const store = await openStore();
+        const { store } = await openStore();
         const made: Job[] = [];
         for (let i = 0; i < 12; i++) {
           made.push(await insertOne(store, { type: i % 2 === 0 ? 'test.even' : 'test.odd' }));
         }
-        for (const job of made.filter((_, i) => i % 3 === 0)) changes(await store.cancel(job.id, T0));
-        await store.claim(2, lease(), T0);
+        for (const job of made.filter((_, i) => i % 3 === 0)) changes(await store.cancel(job.id));
+        await claimJobs(store, 2);
         const all = await allJobs(store);
-        const expect = (pred: (j: Job) => boolean) =>
+        const expect = (pred: (j: JobSummary) => boolean) =>
           all
             .filter(pred)
             .map((j) => j.id)
@@ -772,10 +1432,9 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
             cursor = page.nextCursor;
           }
         };
-        assert.deepEqual(
-          await collect({ statuses: ['queued'] }),
-          expect((j) => j.status === 'queued'),
-        );
+        const queued = expect((j) => j.status === 'queued');
+        assert.equal(queued.length, 6);
+        assert.deepEqual(await collect({ statuses: ['queued'] }), queued);
         assert.deepEqual(
           await collect({ statuses: ['cancelled', 'running'] }),
           expect((j) => j.status === 'cancelled' || j.status === 'running'),
@@ -788,18 +1447,25 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
           await collect({ type: 'test.even', statuses: ['queued', 'cancelled'] }),
           expect((j) => j.type === 'test.even' && (j.status === 'queued' || j.status === 'cancelled')),
         );
+        assert.deepEqual(
+          await collect({ statuses: [] }),
+          expect(() => true),
+        );
         assert.deepEqual(await collect({ type: 'test.none' }), []);
       });
 
       it('rejects a cursor it did not hand out', async () => {
-        const store = await openStore();
-        await assert.rejects(store.list({ limit: 5, cursor: '!!not a cursor!!' }), { code: 'invalid_cursor' });
+        const { store } = await openStore();
+        await insertOne(store);
+        for (const cursor of ['!!not a cursor!!', '', 'a b']) {
+          await assert.rejects(store.list({ limit: 5, cursor }), { name: 'StoreError', code: 'invalid_cursor' });
+        }
       });
     });
 
     describe('counts', () => {
       it('stays exact through every kind of transition', async () => {
-        const store = await openStore();
+        const { store, clock } = await openStore();
         const check = () => assertCountsExact(store);
         await check();
         const jobs = await insertOk(store, [
@@ -812,77 +1478,134 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const waiting = await insertOne(store, { dependsOn: [p9.id] });
         await check();
         assert.equal((await store.counts()).oldestQueuedReadyAt, T0);
-        await store.claim(1, lease(), T0 + 1);
+        clock.set(T0 + 1);
+        const first = await claimOne(store);
+        assert.equal(first.id, p9.id);
         await check();
-        changes(await store.finish(p9.id, lease(), { kind: 'completed', result: 1 }, T0 + 2));
+        clock.set(T0 + 2);
+        await finishOne(store, first, completed(1));
         await check();
         assert.equal((await mustGet(store, waiting.id)).status, 'queued');
-        changes(await store.cancel(p2.id, T0 + 3));
+        clock.set(T0 + 3);
+        changes(await store.cancel(p2.id));
         await check();
-        await store.claim(10, lease(), T0 + 100);
+        clock.set(T0 + 100);
+        const claimed = await claimJobs(store, 10);
+        assert.deepEqual(claimed.map((j) => j.id).sort(), [delayed.id, once.id, waiting.id].sort());
         await check();
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        changes(await store.finish(delayed.id, lease(), { kind: 'failed', error, retryAt: T0 + 200 }, T0 + 101));
-        changes(await store.finish(once.id, lease(), { kind: 'failed', error, retryAt: null }, T0 + 101));
+        clock.set(T0 + 101);
+        const byId = new Map(claimed.map((j) => [j.id, j]));
+        const error = handlerError(1);
+        await finishOne(store, byId.get(delayed.id) as ClaimedJob, { kind: 'failed', error, retryAt: T0 + 200 });
+        await finishOne(store, byId.get(once.id) as ClaimedJob, { kind: 'failed', error, retryAt: null });
+        await finishOne(store, byId.get(waiting.id) as ClaimedJob, { kind: 'released', error, retryAt: T0 + 150 });
         await check();
-        changes(await store.retry(once.id, T0 + 102));
-        changes(await store.retry(p2.id, T0 + 102));
+        clock.set(T0 + 102);
+        changes(await store.retry(once.id));
+        changes(await store.retry(p2.id));
         await check();
         assert.equal((await store.counts()).oldestQueuedReadyAt, T0 + 102);
         assert.equal(await store.remove(p9.id), 'removed');
         await check();
-        await store.claim(10, lease(), T0 + 300);
+        clock.set(T0 + 300);
+        assert.equal((await claimJobs(store, 10)).length, 4);
         await check();
         const counts = await store.counts();
         assert.equal(counts.byStatus.running, 4);
         assert.equal(counts.pending, 0);
         assert.equal(counts.oldestQueuedReadyAt, null);
+        clock.set(T0 + 300 + LEASE_MS + 1);
+        assert.equal(await rescueOnce(store), 4);
+        await check();
+        assert.equal(await store.purge('completed', 0, 100), 0);
+        assert.equal(await store.purge('cancelled', 0, 100), 0);
+        await check();
       });
     });
 
     describe('purge', () => {
-      it('deletes finished jobs of the given statuses older than the cutoff', async () => {
-        const store = await openStore();
+      it('deletes finished jobs of one status that finished more than ageMs ago', async () => {
+        const { store, clock } = await openStore();
         const old = await insertOne(store);
         const recent = await insertOne(store);
         const failed = await insertOne(store);
         const live = await insertOne(store);
-        await store.claim(3, lease(), T0);
-        await store.finish(old.id, lease(), { kind: 'completed', result: 1 }, T0 + 10);
-        await store.finish(recent.id, lease(), { kind: 'completed', result: 1 }, T0 + 1000);
-        const error = { code: 'handler_error', message: 'x', attempt: 1 } as const;
-        await store.finish(failed.id, lease(), { kind: 'failed', error, retryAt: null }, T0 + 10);
-        assert.equal(await store.purge(T0 + 500, ['completed', 'running']), 1);
+        const [a, b, c] = await claimJobs(store, 3);
+        assert.ok(a && b && c);
+        clock.set(T0 + 10);
+        await finishOne(store, a, completed(1));
+        await finishOne(store, c, { kind: 'failed', error: handlerError(1), retryAt: null });
+        clock.set(T0 + 1000);
+        await finishOne(store, b, completed(1));
+        clock.set(T0 + 1500);
+        assert.equal(await store.purge('completed', 1000, 100), 1);
         assert.equal(await store.get(old.id), null);
         assert.ok(await store.get(recent.id));
         assert.ok(await store.get(failed.id));
         assert.ok(await store.get(live.id));
-        assert.equal(await store.purge(T0 + 500, ['failed']), 1);
-        assert.equal(await store.purge(T0 + 500, ['failed', 'completed']), 0);
+        assert.equal(await store.purge('cancelled', 1000, 100), 0);
+        assert.equal(await store.purge('failed', 1000, 100), 1);
+        assert.equal(await store.purge('failed', 1000, 100), 0);
+        assert.equal(await store.purge('completed', 1000, 100), 0);
+        assert.equal(await store.purge('completed', 0, 100), 1);
+        assert.equal((await mustGet(store, live.id)).status, 'queued');
         await assertCountsExact(store);
       });
 
-      it('purges more than one chunk', async () => {
-        const store = await openStore();
-        const jobs = await insertOk(
+      it('purges in chunks of at most `limit`', async () => {
+        const { store, clock } = await openStore();
+        await insertOk(
           store,
           Array.from({ length: 2300 }, () => newJob()),
         );
-        await store.claim(2300, lease(), T0);
-        await Promise.all(jobs.map((j) => store.finish(j.id, lease(), { kind: 'completed', result: 1 }, T0 + 1)));
-        assert.equal(await store.purge(T0 + 2, ['completed']), 2300);
+        const claimed = await claimJobs(store, 2300);
+        assert.equal(claimed.length, 2300);
+        clock.set(T0 + 1);
+        const answers = await store.finish(
+          claimed.map((j) => ({ id: j.id, attempt: j.attempts, owner: OWNER, outcome: completed(j.id) })),
+        );
+        assert.equal(answers.filter((a) => a?.status === 'completed').length, 2300);
+        clock.set(T0 + 2);
+        const chunks: number[] = [];
+        for (;;) {
+          const purged = await store.purge('completed', 0, 1000);
+          chunks.push(purged);
+          if (purged === 0) break;
+        }
+        assert.deepEqual(chunks, [1000, 1000, 300, 0]);
         assert.equal((await store.counts()).byStatus.completed, 0);
         assert.deepEqual((await store.list({ limit: 10 })).jobs, []);
+        await assertCountsExact(store);
+      });
+    });
+
+    describe('settings', () => {
+      it('keeps whether dispatch is paused', async () => {
+        const { store } = await openStore();
+        assert.equal(await store.paused(), false);
+        await store.setPaused(true);
+        assert.equal(await store.paused(), true);
+        await store.setPaused(false);
+        assert.equal(await store.paused(), false);
       });
     });
 
     describe('life cycle', () => {
-      it('closes twice safely and refuses calls after close', async () => {
-        const store = await openStore();
+      it('is available once open; closes twice safely and refuses calls after close', async () => {
+        const { store } = await openStore();
+        assert.equal(store.available, true);
+        const job = await insertOne(store);
         await store.close();
         await store.close();
-        await assert.rejects(store.get('x'));
-        await assert.rejects(store.insert([newJob()], T0));
+        assert.equal(store.available, false);
+        const closed = { name: 'StoreError', code: 'store_closed' };
+        await assert.rejects(store.get(job.id), closed);
+        await assert.rejects(store.insert([newJob()]), closed);
+        await assert.rejects(store.claim(claimRequest(1)), closed);
+        await assert.rejects(store.finish([{ id: job.id, attempt: 1, owner: OWNER, outcome: completed(1) }]), closed);
+        await assert.rejects(store.cancel(job.id), closed);
+        await assert.rejects(store.counts(), closed);
+        await assert.rejects(store.list({ limit: 1 }), closed);
       });
     });
   });

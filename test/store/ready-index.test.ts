@@ -1,0 +1,295 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { JobWire } from '../../src/store/sqlite/protocol.js';
+import { ReadyIndex } from '../../src/store/sqlite/ready-index.js';
+
+function wire(id: string, payloadText = '{}'): JobWire {
+  return {
+    id,
+    type: 'test.echo',
+    status: 'queued',
+    priority: 5,
+    error: null,
+    attempts: 0,
+    maxAttempts: 3,
+    timeoutMs: 1000,
+    backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' },
+    progress: null,
+    idempotencyKey: null,
+    dependsOn: [],
+    metadata: {},
+    runAt: null,
+    createdAt: 0,
+    startedAt: null,
+    finishedAt: null,
+    readyAt: 0,
+    payloadText,
+    resultText: null,
+  };
+}
+
+/** Takes every queued job, best first. */
+function drain(index: ReadyIndex): string[] {
+  const ids: string[] = [];
+  for (let taken = index.take(); taken !== undefined; taken = index.take()) ids.push(taken.entry.id);
+  return ids;
+}
+
+describe('ReadyIndex', () => {
+  describe('order', () => {
+    it('hands out the highest priority first, then in the order jobs became ready', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a', 't', 5, 1, null);
+      index.addQueued('b', 't', 9, 2, null);
+      index.addQueued('c', 't', 5, 3, null);
+      index.addQueued('d', 't', 0, 4, null);
+      index.addQueued('e', 't', 9, 5, null);
+      assert.equal(index.queued, 5);
+      assert.equal(index.peek()?.id, 'b');
+      assert.equal(index.peek()?.id, 'b', 'peek takes nothing');
+      assert.deepEqual(drain(index), ['b', 'e', 'a', 'c', 'd']);
+      assert.equal(index.queued, 0);
+      assert.equal(index.peek(), undefined);
+      assert.equal(index.take(), undefined);
+    });
+
+    it('answers the entry with its type, priority and ready time', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a', 'test.type', 7, 42, null);
+      assert.deepEqual(index.take(), {
+        entry: { id: 'a', type: 'test.type', priority: 7, readyAt: 42 },
+        record: null,
+      });
+    });
+
+    it('knows when the oldest queued job became ready, across priorities', () => {
+      const index = new ReadyIndex();
+      assert.equal(index.oldestQueuedReadyAt(), null);
+      index.addQueued('a', 't', 9, 30, null);
+      index.addQueued('b', 't', 1, 10, null);
+      index.addQueued('c', 't', 5, 20, null);
+      assert.equal(index.oldestQueuedReadyAt(), 10);
+      index.remove('b');
+      assert.equal(index.oldestQueuedReadyAt(), 20);
+      drain(index);
+      assert.equal(index.oldestQueuedReadyAt(), null);
+    });
+  });
+
+  describe('lazy deletion', () => {
+    it('skips jobs removed after they were queued', () => {
+      const index = new ReadyIndex();
+      for (const id of ['a', 'b', 'c', 'd']) index.addQueued(id, 't', 5, 1, null);
+      index.remove('a');
+      index.remove('c');
+      index.remove('missing');
+      assert.equal(index.queued, 2);
+      assert.equal(index.peek()?.id, 'b');
+      assert.deepEqual(drain(index), ['b', 'd']);
+    });
+
+    it('puts a job queued again at its new place, and hands it out once', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a', 't', 5, 1, null);
+      index.addQueued('b', 't', 5, 2, null);
+      // Cancelled and retried: ready again later, behind b.
+      index.remove('a');
+      index.addQueued('a', 't', 5, 3, null);
+      assert.equal(index.queued, 2);
+      assert.deepEqual(drain(index), ['b', 'a']);
+    });
+
+    it('moves a job queued again at another priority', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a', 't', 2, 1, null);
+      index.addQueued('b', 't', 5, 2, null);
+      index.addQueued('a', 't', 9, 3, null);
+      assert.deepEqual(drain(index), ['a', 'b']);
+    });
+
+    it('stays right after removing far more entries than it holds (compaction)', () => {
+      const index = new ReadyIndex();
+      for (let i = 0; i < 5000; i++) index.addQueued(`q${String(i).padStart(5, '0')}`, 't', i % 3, i, null);
+      const kept = new Set<string>();
+      for (let i = 0; i < 5000; i++) {
+        const id = `q${String(i).padStart(5, '0')}`;
+        if (i % 500 === 7) kept.add(id);
+        else index.remove(id);
+      }
+      assert.equal(index.queued, kept.size);
+      const expected = [...kept].sort((a, b) => {
+        const pa = Number(a.slice(1)) % 3;
+        const pb = Number(b.slice(1)) % 3;
+        return pb - pa || Number(a.slice(1)) - Number(b.slice(1));
+      });
+      assert.deepEqual(drain(index), expected);
+    });
+
+    it('stays right after removing far more due jobs than it holds', () => {
+      const index = new ReadyIndex();
+      for (let i = 0; i < 5000; i++) index.addDue(`d${String(i).padStart(5, '0')}`, 't', 5, 1000 + i, null);
+      for (let i = 0; i < 5000; i++) if (i !== 4321) index.remove(`d${String(i).padStart(5, '0')}`);
+      assert.equal(index.nextDueAt(), 1000 + 4321);
+      assert.deepEqual(index.promoteDue(10_000), [{ id: 'd04321', runAt: 1000 + 4321, priority: 5 }]);
+      assert.equal(index.nextDueAt(), null);
+    });
+  });
+
+  describe('due jobs', () => {
+    it('promotes due jobs in runAt order (then id), behind jobs already queued, ready from the promotion', () => {
+      const index = new ReadyIndex();
+      index.addQueued('queued', 't', 5, 50, null);
+      index.addDue('late', 't', 5, 200, null);
+      index.addDue('early', 't', 5, 100, null);
+      index.addDue('tie-b', 't', 5, 150, null);
+      index.addDue('tie-a', 't', 5, 150, null);
+      index.addDue('future', 't', 5, 1000, null);
+      assert.equal(index.nextDueAt(), 100);
+      assert.deepEqual(index.promoteDue(99), []);
+      assert.deepEqual(index.promoteDue(300), [
+        { id: 'early', runAt: 100, priority: 5 },
+        { id: 'tie-a', runAt: 150, priority: 5 },
+        { id: 'tie-b', runAt: 150, priority: 5 },
+        { id: 'late', runAt: 200, priority: 5 },
+      ]);
+      assert.equal(index.nextDueAt(), 1000);
+      assert.equal(index.queued, 5);
+      assert.equal(index.oldestQueuedReadyAt(), 50);
+      const taken = [];
+      for (let t = index.take(); t !== undefined; t = index.take()) taken.push([t.entry.id, t.entry.readyAt]);
+      assert.deepEqual(taken, [
+        ['queued', 50],
+        ['early', 300],
+        ['tie-a', 300],
+        ['tie-b', 300],
+        ['late', 300],
+      ]);
+    });
+
+    it('promotes a due job of higher priority ahead of a lower backlog', () => {
+      const index = new ReadyIndex();
+      index.addQueued('backlog', 't', 1, 0, null);
+      index.addDue('urgent', 't', 9, 10, null);
+      index.promoteDue(10);
+      assert.deepEqual(drain(index), ['urgent', 'backlog']);
+    });
+
+    it('forgets a due job removed or moved before it was due', () => {
+      const index = new ReadyIndex();
+      index.addDue('cancelled', 't', 5, 100, null);
+      index.addDue('moved', 't', 5, 150, null);
+      index.addDue('queued-early', 't', 5, 120, null);
+      index.remove('cancelled');
+      index.addDue('moved', 't', 5, 500, null);
+      index.addQueued('queued-early', 't', 5, 110, null);
+      assert.equal(index.nextDueAt(), 500);
+      assert.deepEqual(index.promoteDue(400), []);
+      assert.deepEqual(index.promoteDue(500), [{ id: 'moved', runAt: 500, priority: 5 }]);
+      assert.deepEqual(drain(index), ['queued-early', 'moved']);
+    });
+
+    it('takes a queued job out of line when it becomes due again (a retry)', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a', 't', 5, 1, null);
+      index.addQueued('b', 't', 5, 2, null);
+      index.addDue('a', 't', 5, 100, null);
+      assert.equal(index.queued, 1);
+      assert.deepEqual(drain(index), ['b']);
+      index.promoteDue(100);
+      assert.deepEqual(drain(index), ['a']);
+    });
+  });
+
+  describe('rebuild', () => {
+    it('replaces everything with the snapshot, leaving out the jobs this process runs', () => {
+      const index = new ReadyIndex();
+      index.addQueued('stale', 't', 9, 0, wire('stale'));
+      index.addDue('stale-due', 't', 5, 5, null);
+      index.rebuild(
+        {
+          queued: [
+            { id: 'a', type: 't', priority: 5, readyAt: 1 },
+            { id: 'mine', type: 't', priority: 9, readyAt: 2 },
+            { id: 'b', type: 't', priority: 5, readyAt: 3 },
+            { id: 'c', type: 't', priority: 7, readyAt: 4 },
+          ],
+          due: [
+            { id: 'd', type: 't', priority: 5, runAt: 50 },
+            { id: 'mine-due', type: 't', priority: 5, runAt: 10 },
+          ],
+        },
+        (id) => id.startsWith('mine'),
+      );
+      assert.equal(index.queued, 3);
+      assert.equal(index.nextDueAt(), 50);
+      assert.equal(index.oldestQueuedReadyAt(), 1);
+      const first = index.take();
+      assert.deepEqual(first, { entry: { id: 'c', type: 't', priority: 7, readyAt: 4 }, record: null });
+      index.promoteDue(60);
+      assert.deepEqual(drain(index), ['a', 'b', 'd']);
+    });
+  });
+
+  describe('copies of jobs', () => {
+    it('hands over the copy it kept with the job, once', () => {
+      const index = new ReadyIndex();
+      const record = wire('a', '{"n":1}');
+      index.addQueued('a', 't', 5, 1, record);
+      const taken = index.take();
+      assert.equal(taken?.record, record);
+      index.addQueued('a', 't', 5, 2, null);
+      assert.equal(index.take()?.record, null);
+    });
+
+    it('keeps copies of due jobs through their promotion', () => {
+      const index = new ReadyIndex();
+      const record = wire('a');
+      index.addDue('a', 't', 5, 10, record);
+      index.promoteDue(10);
+      assert.equal(index.take()?.record, record);
+    });
+
+    it('keeps copies only within its byte budget, and frees room when a copy leaves', () => {
+      // Each copy below costs its payload text plus a fixed overhead of a few hundred bytes.
+      const small = '{}';
+      const big = `"${'x'.repeat(3000)}"`;
+      const index = new ReadyIndex(2000);
+      index.addQueued('s1', 't', 5, 1, wire('s1', small));
+      index.addQueued('big', 't', 5, 2, wire('big', big));
+      index.addQueued('s2', 't', 5, 3, wire('s2', small));
+      const taken = new Map<string, JobWire | null>();
+      for (let t = index.take(); t !== undefined; t = index.take()) taken.set(t.entry.id, t.record);
+      assert.equal(taken.get('s1')?.id, 's1');
+      assert.equal(taken.get('big'), null, 'a copy beyond the budget is not kept');
+      assert.equal(taken.get('s2')?.id, 's2');
+
+      const full = new ReadyIndex(900);
+      full.addQueued('a', 't', 5, 1, wire('a', small));
+      full.addQueued('b', 't', 5, 2, wire('b', small));
+      full.addQueued('c', 't', 5, 3, wire('c', small));
+      assert.equal(full.remove('a')?.id, 'a', 'remove answers the copy');
+      full.addQueued('d', 't', 5, 4, wire('d', small));
+      const records = new Map<string, JobWire | null>();
+      for (let t = full.take(); t !== undefined; t = full.take()) records.set(t.entry.id, t.record);
+      assert.deepEqual(
+        [...records].map(([id, record]) => [id, record?.id ?? null]),
+        [
+          ['b', 'b'],
+          ['c', null],
+          ['d', 'd'],
+        ],
+      );
+    });
+
+    it('keeps no copy at all with a budget of 0, and drops copies at a rebuild', () => {
+      const none = new ReadyIndex(0);
+      none.addQueued('a', 't', 5, 1, wire('a'));
+      assert.equal(none.take()?.record, null);
+
+      const index = new ReadyIndex();
+      index.addQueued('a', 't', 5, 1, wire('a'));
+      index.rebuild({ queued: [{ id: 'a', type: 't', priority: 5, readyAt: 1 }], due: [] }, () => false);
+      assert.equal(index.take()?.record, null);
+    });
+  });
+});

@@ -1,0 +1,236 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { isStoreError } from '../../src/store/errors.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import {
+  allJobs,
+  assertCountsExact,
+  claimJobs,
+  completed,
+  finishOne,
+  insertOk,
+  LEASE_MS,
+  mustGet,
+  newJob,
+  recordEvents,
+  TestClock,
+} from './conformance.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'kiln-sqlite-failures-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+const freshPath = () => join(dir, `store-${++files}.db`);
+
+const unavailable = { name: 'StoreError', code: 'store_unavailable' };
+
+/** Waits for a condition the store reaches by itself (a new store thread coming up). */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+describe('sqlite store: the disk is full', () => {
+  it('refuses the insert that does not fit as store_unavailable, stores nothing of it, and keeps reading', async () => {
+    const path = freshPath();
+    const clock = new TestClock();
+    // About 1.2 MB of pages: a few batches of jobs with 3 KiB of metadata fill it.
+    const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 300, clock: clock.now });
+    const accepted: string[] = [];
+    let refused: { ids: string[]; error: unknown } | null = null;
+    try {
+      for (let batch = 0; batch < 100 && refused === null; batch++) {
+        const jobs = Array.from({ length: 50 }, (_, i) =>
+          newJob({ payload: { n: batch * 50 + i }, metadata: { pad: 'x'.repeat(3000) } }),
+        );
+        try {
+          const inserted = await insertOk(store, jobs);
+          accepted.push(...inserted.map((j) => j.id));
+        } catch (error) {
+          refused = { ids: jobs.map((j) => j.id), error };
+        }
+      }
+      assert.ok(refused, 'the file filled up');
+      assert.ok(accepted.length >= 100, `only ${accepted.length} jobs fit`);
+      assert.ok(isStoreError(refused.error, 'store_unavailable'), `got ${String(refused.error)}`);
+      assert.match((refused.error as Error).message, /full/);
+      assert.equal(store.available, false);
+
+      // Reads still work, and say what the file holds.
+      assert.equal((await mustGet(store, accepted[0] as string)).status, 'queued');
+      assert.equal(await store.get(refused.ids[0] as string), null);
+      const counts = await store.counts();
+      assert.equal(counts.pending, accepted.length);
+      await assertCountsExact(store);
+      assert.deepEqual((await allJobs(store)).map((j) => j.id).sort(), [...accepted].sort());
+    } finally {
+      await store.close();
+    }
+
+    const reopened = await SqliteStore.open(path, { capacity: 100_000, clock: clock.now });
+    try {
+      assert.equal(reopened.available, true);
+      assert.deepEqual((await allJobs(reopened)).map((j) => j.id).sort(), [...accepted].sort());
+      await assertCountsExact(reopened);
+      // Without the limit there is room again: the refused batch is stored whole.
+      const retried = await insertOk(
+        reopened,
+        refused.ids.map((id) => newJob({ id, metadata: { pad: 'x'.repeat(3000) } })),
+      );
+      assert.equal(retried.length, refused.ids.length);
+      assert.equal((await reopened.counts()).pending, accepted.length + refused.ids.length);
+    } finally {
+      await reopened.close();
+    }
+  });
+
+  it('is available again once a write succeeds', async () => {
+    const path = freshPath();
+    const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 100 });
+    try {
+      let full = false;
+      for (let batch = 0; batch < 100 && !full; batch++) {
+        try {
+          await store.insert(Array.from({ length: 20 }, () => newJob({ metadata: { pad: 'y'.repeat(3000) } })));
+        } catch (error) {
+          assert.ok(isStoreError(error, 'store_unavailable'), String(error));
+          full = true;
+        }
+      }
+      assert.ok(full, 'the file filled up');
+      assert.equal(store.available, false);
+      // Small writes that change no page count still fit.
+      await store.setPaused(true);
+      assert.equal(store.available, true);
+      assert.equal(await store.paused(), true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('sqlite store: the store thread dies', () => {
+  it('fails writes as store_unavailable until a new thread is up, reports unstored claims lost, hands nothing out twice', async () => {
+    const path = freshPath();
+    const clock = new TestClock();
+    const store = await SqliteStore.open(path, { capacity: 1000, restartDelayMs: 10, clock: clock.now });
+    try {
+      const jobs = await insertOk(
+        store,
+        Array.from({ length: 10 }, (_, i) => newJob({ payload: { n: i } })),
+      );
+      const events = recordEvents(store);
+      const lost = () => events.seen.filter((e) => e.kind === 'lost');
+
+      // Stored claims: the heartbeat is answered after the commit that holds them.
+      const held = await claimJobs(store, 3, 'w');
+      assert.deepEqual(
+        await store.heartbeat(
+          'w',
+          held.map((j) => j.id),
+          LEASE_MS,
+        ),
+        [],
+      );
+
+      // First death: claims answered but still waiting for a message to carry them.
+      const queuedClaims = await claimJobs(store, 2, 'w');
+      const first = store.thread;
+      assert.ok(first);
+      await first.terminate();
+      assert.equal(store.available, false);
+      assert.deepEqual(
+        lost(),
+        queuedClaims.map((j) => ({ kind: 'lost', id: j.id, attempt: 1 })),
+      );
+      await assert.rejects(store.insert([newJob()]), unavailable);
+      await assert.rejects(store.get(jobs[0]?.id as string), unavailable);
+      await assert.rejects(store.heartbeat('w', [held[0]?.id as string], LEASE_MS), unavailable);
+      assert.deepEqual(await store.claim({ owner: 'w', leaseMs: LEASE_MS, batches: 10, micro: null }), []);
+      await until(() => store.available, 'a new store thread is up');
+      assert.notEqual(store.thread, first);
+
+      // Second death: a write sent to the thread, not answered. After a restart the ready
+      // index holds no copies, so these claims read their jobs from the file in the same
+      // step that stores them: they are stored claims, not lost ones.
+      const sentClaims = await claimJobs(store, 2, 'w');
+      const inFlight = newJob();
+      const write = store.insert([inFlight]);
+      const second = store.thread;
+      assert.ok(second);
+      await second.terminate();
+      await assert.rejects(write, unavailable);
+      assert.equal(store.available, false);
+      assert.deepEqual(
+        lost(),
+        queuedClaims.map((j) => ({ kind: 'lost', id: j.id, attempt: 1 })),
+      );
+      await until(() => store.available, 'a new store thread is up again');
+      held.push(...sentClaims);
+
+      // Everything stored before the deaths is there; the refused write is not.
+      assert.equal(await store.get(inFlight.id), null);
+      assert.deepEqual((await allJobs(store)).map((j) => j.id).sort(), jobs.map((j) => j.id).sort());
+      await assertCountsExact(store);
+      // The stored claims still hold their leases across the restarts.
+      assert.deepEqual(
+        await store.heartbeat(
+          'w',
+          held.map((j) => j.id),
+          LEASE_MS,
+        ),
+        [],
+      );
+      for (const job of held) assert.equal((await mustGet(store, job.id)).status, 'running');
+
+      const again = await claimJobs(store, 100, 'w2');
+      const againIds = new Set(again.map((j) => j.id));
+      for (const job of held) assert.equal(againIds.has(job.id), false, `${job.id} was handed out twice`);
+      // Only the claims reported lost are handed out again, with the rest of the queue.
+      const heldIds = new Set(held.map((j) => j.id));
+      assert.deepEqual(
+        [...againIds].sort(),
+        jobs
+          .map((j) => j.id)
+          .filter((id) => !heldIds.has(id))
+          .sort(),
+      );
+      // Each lost claim was handed out again: after the first restart, or now.
+      const sentIds = new Set(sentClaims.map((j) => j.id));
+      for (const job of queuedClaims) assert.ok(againIds.has(job.id) || sentIds.has(job.id), job.id);
+
+      for (const job of held) {
+        assert.deepEqual(await finishOne(store, { id: job.id, attempts: 1 }, completed(job.id), 'w'), {
+          status: 'completed',
+          others: 0,
+        });
+      }
+      // An outcome of a lost claim's attempt is refused (the job was handed out again).
+      for (const job of queuedClaims) {
+        if (sentIds.has(job.id)) continue;
+        assert.equal(await finishOne(store, { id: job.id, attempts: 1 }, completed('abandoned'), 'w'), null);
+      }
+      await assertCountsExact(store);
+      assert.equal(lost().length, queuedClaims.length);
+      events.stop();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('closes cleanly while its thread is down', async () => {
+    const store = await SqliteStore.open(freshPath(), { capacity: 10, restartDelayMs: 60_000 });
+    const thread = store.thread;
+    assert.ok(thread);
+    await thread.terminate();
+    assert.equal(store.available, false);
+    await store.close();
+    await assert.rejects(store.get('x'), { code: 'store_closed' });
+    assert.equal(store.thread, null);
+  });
+});
