@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
-import type { WorkerPool } from '../workers/pool.js';
-import type { AttemptInput, AttemptResult } from '../workers/protocol.js';
+import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
+import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { KilnMetrics } from './metrics.js';
 import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
@@ -24,12 +24,17 @@ type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 /** One message to one thread: one job, or a micro-batch of tiny ones. */
 interface Batch {
   jobs: ClaimedJob[];
+  /** Its word in the pool's attempt slots: whether the thread has started it. */
+  slot: number;
+  /** Taken back before its thread started it: the jobs go back first in line. */
+  recalled: boolean;
+  /** The best priority in it (claims go best first: the first job's). */
+  priority: number;
   controller: AbortController;
   abortReason: AbortReason | null;
   /** Jobs cancelled or whose lease was lost while the batch ran: their outcome is dropped. */
   dropped: Set<string>;
   timer: NodeJS.Timeout;
-  startedAt: number;
 }
 
 /**
@@ -45,8 +50,16 @@ interface Batch {
  * a slow job and priority order holds across batches. The price: a job that arrives
  * meanwhile waits for at most one running batch (≈ the budget) instead of one job.
  *
- * Each attempt has one timeout, here: when it fires, handlers that await see
- * ctx.signal abort and the thread is terminated at once.
+ * Look-ahead: each thread holds one message beyond the one it runs and starts it the
+ * moment it finishes the one before, without waiting for this thread to win a core
+ * (the hand-off gap). A look-ahead that has not started is taken back (recalled, no
+ * thread terminated) when a better job arrives, so a new priority-9 job still waits
+ * for at most one running attempt per thread: recalled jobs go back first in line.
+ * Whether a message has started is one word of shared memory per message
+ * (workers/slots.ts), which also tells, when a thread dies, which of its messages ran.
+ *
+ * Each attempt has one timeout, here, counted from when its thread started it: when it
+ * fires, handlers that await see ctx.signal abort and the thread is terminated at once.
  *
  * Timers: one per running message (its timeout), one for the store's earliest
  * `runAt`, the lease keeper's heartbeat. Never one per queued job.
@@ -64,6 +77,7 @@ export class Dispatcher {
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
+  #recalled = 0;
   #started = false;
   #paused = false;
   #stopped = false;
@@ -110,7 +124,9 @@ export class Dispatcher {
     this.#stopped = true;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
     this.#dueTimer = null;
-    if (this.#batches.size > 0) {
+    // Look-aheads that have not started go back to the queue rather than wait for the grace.
+    for (const batch of this.#batches) this.#recall(batch);
+    if (this.#batches.size > this.#recalled) {
       let graceTimer: NodeJS.Timeout | undefined;
       await Promise.race([
         this.#whenIdle(),
@@ -147,7 +163,20 @@ export class Dispatcher {
 
   /** Threads running a message now. */
   get busyThreads(): number {
-    return this.#batches.size;
+    return Math.min(this.#options.threads, this.#batches.size - this.#recalled);
+  }
+
+  /**
+   * `count` jobs of `priority` became ready: take back as many look-aheads of lower
+   * priority as have not started, so those jobs run next on their threads.
+   */
+  preempt(priority: number, count: number): void {
+    let left = count;
+    for (const batch of this.#batches) {
+      if (left <= 0) break;
+      if (batch.priority < priority && this.#recall(batch)) left--;
+    }
+    if (left < count) this.pump();
   }
 
   /** Whether this job's attempt runs here now. */
@@ -164,6 +193,7 @@ export class Dispatcher {
     const batch = this.#byJob.get(id);
     if (batch === undefined) return;
     batch.dropped.add(id);
+    if (this.#recall(batch)) return;
     if (batch.jobs.length === 1) this.#abortBatch(batch, reason);
   }
 
@@ -194,7 +224,7 @@ export class Dispatcher {
       do {
         this.#pumpAgain = false;
         if (this.#paused || this.#stopped) return;
-        const free = this.#options.threads - this.#batches.size;
+        const free = this.#options.threads * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled);
         if (free <= 0) continue;
         const batches = await this.#store.claim({
           owner: this.owner,
@@ -202,8 +232,7 @@ export class Dispatcher {
           batches: free,
           micro: this.#micro.request(),
         });
-        const now = Date.now();
-        for (const jobs of batches) this.#run(jobs, now);
+        for (const jobs of batches) this.#run(jobs);
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
     } catch (error) {
@@ -215,7 +244,7 @@ export class Dispatcher {
 
   #armDueTimer(): void {
     if (this.#stopped || this.#paused) return;
-    if (this.#batches.size >= this.#options.threads) {
+    if (this.#batches.size - this.#recalled >= this.#options.threads * LOOK_AHEAD_DEPTH) {
       // No thread is free: the next batch to end pumps (which promotes due jobs), so a
       // timer would only wake to find nothing to do.
       if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
@@ -240,18 +269,25 @@ export class Dispatcher {
     });
   }
 
-  #run(jobs: ClaimedJob[], now: number): void {
+  #run(jobs: ClaimedJob[]): void {
+    const slot = this.#pool.slots.acquire();
+    if (slot === null) {
+      // Cannot happen while messages in flight stay under the slots; give the jobs back.
+      void this.#store.release(jobs.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })));
+      return;
+    }
     const controller = new AbortController();
     let timeoutMs = Number.POSITIVE_INFINITY;
     for (const job of jobs) timeoutMs = Math.min(timeoutMs, job.timeoutMs);
     const batch: Batch = {
       jobs,
+      slot,
+      recalled: false,
+      priority: jobs[0]?.priority ?? 0,
       controller,
       abortReason: null,
       dropped: new Set(),
-      // setTimeout's range ends at 2^31-1 ms; timeoutMs is at most a day.
-      timer: setTimeout(() => this.#abortBatch(batch, 'timeout'), Math.min(timeoutMs, 2 ** 31 - 1)),
-      startedAt: now,
+      timer: this.#timeout(() => batch, timeoutMs, timeoutMs),
     };
     this.#batches.add(batch);
     this.#messagesSent += 1;
@@ -259,7 +295,6 @@ export class Dispatcher {
     const attempts: AttemptInput[] = [];
     for (const job of jobs) {
       this.#byJob.set(job.id, batch);
-      if (job.readyAt !== null) this.#metrics.waited(job.type, Math.max(0, now - job.readyAt) / 1000);
       attempts.push({
         jobId: job.id,
         type: job.type,
@@ -269,9 +304,9 @@ export class Dispatcher {
       });
     }
     const settled = this.#pool
-      .run({ attempts }, controller.signal)
+      .run({ attempts, slot }, controller.signal)
       .then(
-        (results) => this.#settle(batch, results, null),
+        (answer) => this.#settle(batch, answer, null),
         (error: unknown) => this.#settle(batch, null, error),
       )
       .catch((error: unknown) => this.#options.onError('recording an attempt failed', error));
@@ -279,33 +314,75 @@ export class Dispatcher {
     void settled.finally(() => this.#settling.delete(settled));
   }
 
+  /**
+   * The attempt's one timer, counted from when its thread started it: a look-ahead may
+   * wait for the message before it, so until it starts the timer only re-arms itself.
+   */
+  #timeout(batch: () => Batch, delayMs: number, timeoutMs: number): NodeJS.Timeout {
+    return setTimeout(
+      () => {
+        const current = batch();
+        if (current.recalled || !this.#batches.has(current)) return;
+        const started = this.#pool.slots.startedAt(current.slot);
+        const left = started === null ? timeoutMs : started + timeoutMs - Date.now();
+        if (left <= 0) this.#abortBatch(current, 'timeout');
+        else current.timer = this.#timeout(batch, left, timeoutMs);
+      },
+      // setTimeout's range ends at 2^31-1 ms; timeoutMs is at most a day.
+      Math.min(Math.max(delayMs, 1), 2 ** 31 - 1),
+    );
+  }
+
+  /** Take back a look-ahead its thread has not started; false if it has. */
+  #recall(batch: Batch): boolean {
+    if (batch.recalled) return true;
+    if (batch.abortReason !== null || !this.#pool.slots.recall(batch.slot)) return false;
+    batch.recalled = true;
+    this.#recalled += 1;
+    return true;
+  }
+
   #abortBatch(batch: Batch, reason: AbortReason): void {
-    if (batch.abortReason !== null || !this.#batches.has(batch)) return;
+    // A recalled message never runs; aborting it would terminate the thread it waits on.
+    if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
     batch.controller.abort(new Error(`attempt aborted: ${reason}`));
   }
 
   #whenIdle(): Promise<void> {
-    if (this.#batches.size === 0) return Promise.resolve();
+    if (this.#batches.size === this.#recalled) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
-  async #settle(batch: Batch, results: AttemptResult[] | null, failure: unknown): Promise<void> {
+  async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
+    const started = this.#pool.slots.startedAt(batch.slot);
+    this.#pool.slots.release(batch.slot);
     this.#batches.delete(batch);
+    if (batch.recalled) this.#recalled -= 1;
     for (const job of batch.jobs) {
       if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
     }
-    if (this.#batches.size === 0) {
+    if (this.#batches.size === this.#recalled) {
       for (const resolve of this.#idleWaiters.splice(0)) resolve();
     }
     this.pump();
 
+    if (answer === 'recalled' || started === null) {
+      // Never started (taken back, or its thread died before it got to it): the jobs go
+      // back first in line and their attempts do not count.
+      const back = batch.jobs.filter((job) => !batch.dropped.has(job.id));
+      await this.#store.release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })));
+      this.pump();
+      return;
+    }
+    const results = answer;
     const now = this.#store.now();
-    const elapsedMs = Date.now() - batch.startedAt;
+    const elapsedMs = Date.now() - started;
     const alone = batch.jobs.length === 1;
     for (const [index, job] of batch.jobs.entries()) {
+      if (job.readyAt !== null) this.#metrics.waited(job.type, Math.max(0, started - job.readyAt) / 1000);
       if (results !== null) this.#micro.learn(job.type, results[index]?.ms ?? elapsedMs / batch.jobs.length);
       // A broken batch cannot say which job was at fault: each runs alone next.
       this.#micro.setSolo(job.id, !alone && results === null && batch.abortReason !== 'shutdown');
@@ -325,7 +402,7 @@ export class Dispatcher {
       } else end = { kind: 'crashed', cause: failure instanceof Error ? failure.message : String(failure) };
       const { outcome, metric } = decideAttempt(job, end, alone, now, this.#random);
       this.#metrics.attempt(job.type, metric, seconds);
-      items.push({ id: job.id, attempt: job.attempts, owner: this.owner, outcome });
+      items.push({ id: job.id, attempt: job.attempts, owner: this.owner, outcome, startedAt: started });
     }
     if (items.length === 0) return;
     const finished = await this.#store.finish(items);

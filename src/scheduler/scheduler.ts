@@ -309,9 +309,17 @@ export class Scheduler {
           );
       }
     }
+    let best = -1;
+    let ready = 0;
     for (const outcome of inserted.outcomes) {
-      if (outcome.created) this.metrics.submitted(outcome.job.type);
+      if (!outcome.created) continue;
+      this.metrics.submitted(outcome.job.type);
+      if (outcome.job.status !== 'queued') continue;
+      ready++;
+      if (outcome.job.priority > best) best = outcome.job.priority;
     }
+    // Better work than what threads hold in look-ahead takes their place.
+    if (ready > 0) this.#dispatcher.preempt(best, ready);
     this.#dispatcher.pump();
     return inserted.outcomes;
   }
@@ -379,6 +387,7 @@ export class Scheduler {
     const changes = await this.#store.retry(id).catch(unavailable);
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
+    if (changes.job.status === 'queued') this.#dispatcher.preempt(changes.job.priority, 1);
     this.#dispatcher.pump();
     return changes.job;
   }

@@ -26,6 +26,14 @@ export class Deque<T> {
     this.#size++;
   }
 
+  /** Adds an item in front of the oldest. */
+  unshift(item: T): void {
+    if (this.#size === this.#items.length) this.#resize(this.#items.length * 2);
+    this.#head = (this.#head - 1) & (this.#items.length - 1);
+    this.#items[this.#head] = item;
+    this.#size++;
+  }
+
   /** Removes and returns the oldest item, or undefined when empty. */
   shift(): T | undefined {
     if (this.#size === 0) return undefined;

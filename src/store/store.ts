@@ -53,6 +53,13 @@ export interface JobStore {
    */
   finish(items: FinishItem[]): Promise<(Finished | null)[]>;
 
+  /**
+   * Give back claims whose attempts never started (a recalled look-ahead, a thread that
+   * died before it got to them): each job is `queued` again, first in line among its
+   * priority, its attempt not counted. Fenced like a finish.
+   */
+  release(items: { id: string; attempt: number; owner: string }[]): Promise<void>;
+
   /** A non-terminal job becomes `cancelled`; its dependents fail. */
   cancel(id: string): Promise<Changes | InvalidState | null>;
 
@@ -99,8 +106,8 @@ export interface ClaimRequest {
   /**
    * Micro-batching: a batch whose first job's type is in `costs` (expected ms per
    * attempt) grows with the next-best jobs while they are of such types too, are not
-   * in `solo`, and the batch's expected time stays under `budgetMs` and its size
-   * under `maxJobs`. It stops at the first job that does not qualify: that job stays
+   * in `solo`, the expected time of the jobs taken so far is under `budgetMs` (the
+   * last one taken may carry it past) and its size is under `maxJobs`. It stops at the first job that does not qualify: that job stays
    * first in line. Null: one job per batch.
    */
   micro: { costs: ReadonlyMap<string, number>; budgetMs: number; maxJobs: number; solo: ReadonlySet<string> } | null;
@@ -146,6 +153,8 @@ export interface FinishItem {
   outcome: AttemptOutcome;
   /** Rescue: applies only if the lease has run out by the store's clock. */
   expired?: boolean;
+  /** When the attempt really started, if later than its claim (a look-ahead waits for the one before it). */
+  startedAt?: number;
 }
 
 export interface Finished {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { AttemptResult, ChannelMessage, ThreadData, ThreadTask } from './protocol.js';
+import type { ChannelMessage, TaskAnswer, ThreadData, ThreadTask } from './protocol.js';
+import { AttemptSlots } from './slots.js';
 import type { TaskRegistry } from './registry.js';
 
 export type ProgressMessage = Extract<ChannelMessage, { kind: 'progress' }>;
@@ -17,6 +18,9 @@ export interface WorkerPoolOptions {
   /** A thread error that no running task could be blamed for (e.g. a stray timer throwing after its task ended). */
   onThreadError?(err: Error): void;
 }
+
+/** Messages a thread holds at once: the one it runs and one look-ahead. */
+export const LOOK_AHEAD_DEPTH = 2;
 
 /** How a rejected run() is to be read: the caller aborted it (timeout, cancel), or the thread died. */
 export type RunFailure = 'aborted' | 'crashed';
@@ -39,7 +43,9 @@ export function classifyRunFailure(_err: unknown, signal: AbortSignal): RunFailu
 export class WorkerPool {
   readonly #size: number;
   readonly #onProgress: (message: ProgressMessage) => void;
-  #piscina: Piscina<ThreadTask, AttemptResult[]> | null;
+  /** One word per message in flight (two per thread: the one running and its look-ahead). */
+  readonly slots: AttemptSlots;
+  #piscina: Piscina<ThreadTask, TaskAnswer> | null;
   #channel: BroadcastChannel | null;
   #closing: Promise<void> | null = null;
 
@@ -53,7 +59,8 @@ export class WorkerPool {
     this.#size = options.threads;
     this.#onProgress = options.onProgress;
     const channelName = `kiln-pool-${process.pid}-${randomUUID()}`;
-    const workerData: ThreadData = { modules: options.registry.modules(), channelName };
+    this.slots = new AttemptSlots(options.threads * LOOK_AHEAD_DEPTH + 16);
+    const workerData: ThreadData = { modules: options.registry.modules(), channelName, slots: this.slots.buffer };
 
     this.#channel = new BroadcastChannel(channelName);
     (this.#channel as BroadcastChannel & { unref(): void }).unref();
@@ -62,11 +69,13 @@ export class WorkerPool {
       if (message.kind === 'progress') this.#onProgress(message);
     };
 
-    this.#piscina = new Piscina<ThreadTask, AttemptResult[]>({
+    this.#piscina = new Piscina<ThreadTask, TaskAnswer>({
       filename: new URL('./thread.js', import.meta.url).href,
       minThreads: options.threads,
       maxThreads: options.threads,
-      concurrentTasksPerWorker: 1,
+      // A thread holds its next message while it runs the current one, and starts it
+      // without waiting for the main thread (a look-ahead, see slots.ts).
+      concurrentTasksPerWorker: LOOK_AHEAD_DEPTH,
       idleTimeout: Number.POSITIVE_INFINITY,
       resourceLimits: {
         maxOldGenerationSizeMb: options.maxMemoryMb,
@@ -85,10 +94,39 @@ export class WorkerPool {
     if (this.#piscina === null) throw new Error('worker pool is closed');
   }
 
-  /** Runs the attempts in one thread. Rejects when the signal aborts or the thread dies (see classifyRunFailure). */
-  run(task: ThreadTask, signal: AbortSignal): Promise<AttemptResult[]> {
+  /**
+   * Runs the attempts in one thread, or answers 'recalled' if its slot was recalled
+   * before the thread started it. Aborting `signal` recalls a message that has not
+   * started and terminates the thread of one that has (the pool replaces it); a thread
+   * that dies rejects every message it held, and the slot says which had started.
+   *
+   * Piscina is not given the signal: it would never let a thread hold a second
+   * abortable message, and the look-ahead is exactly that.
+   */
+  run(task: ThreadTask, signal?: AbortSignal): Promise<TaskAnswer> {
     if (this.#piscina === null) return Promise.reject(new Error('worker pool is closed'));
-    return this.#piscina.run(task, { signal });
+    if (signal?.aborted === true) return Promise.reject(new Error('attempt aborted before it was sent'));
+    const answer = this.#piscina.run(task);
+    if (signal !== undefined) {
+      const onAbort = () => {
+        if (!this.slots.recall(task.slot)) this.#terminate(task.slot);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void answer.then(
+        () => signal.removeEventListener('abort', onAbort),
+        () => signal.removeEventListener('abort', onAbort),
+      );
+    }
+    return answer;
+  }
+
+  /** Terminates the thread that runs the message in `slot`. */
+  #terminate(slot: number): void {
+    const threadId = this.slots.threadOf(slot);
+    if (threadId === null || this.#piscina === null) return;
+    for (const thread of this.#piscina.threads) {
+      if (thread.threadId === threadId) void thread.terminate();
+    }
   }
 
   /** Tells the thread running this job that it is being aborted, so a handler that awaits sees ctx.signal abort. */

@@ -28,7 +28,12 @@ export type AttemptResult =
 /** The message a pool task carries: one or more attempts, run in order in one thread. */
 export interface ThreadTask {
   attempts: AttemptInput[];
+  /** Its word in the pool's attempt slots (see slots.ts). */
+  slot: number;
 }
+
+/** What a thread answers for a task: the attempts' results, or that the task was recalled before it started. */
+export type TaskAnswer = AttemptResult[] | 'recalled';
 
 export type ChannelMessage =
   | { kind: 'progress'; jobId: string; attempt: number; percent: number; message: string | null }
@@ -40,4 +45,6 @@ export interface ThreadData {
   /** task name → file URL of the module whose default export is the task. */
   modules: Record<string, string>;
   channelName: string;
+  /** The attempt slots' shared memory. */
+  slots: SharedArrayBuffer;
 }

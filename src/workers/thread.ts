@@ -7,8 +7,9 @@
  * `abort` message from the main thread reaches the handler's ctx.signal.
  */
 import { inspect } from 'node:util';
-import { BroadcastChannel, workerData } from 'node:worker_threads';
-import type { AttemptInput, AttemptResult, ChannelMessage, ThreadData, ThreadTask } from './protocol.js';
+import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
+import type { AttemptInput, AttemptResult, ChannelMessage, TaskAnswer, ThreadData, ThreadTask } from './protocol.js';
+import { claimSlot } from './slots.js';
 import type { TaskContext, TaskDefinition } from './task.js';
 
 type Failure = Extract<AttemptResult, { ok: false }>['error'];
@@ -23,6 +24,7 @@ class AbortedByPoolError extends Error {
 
 const data = workerData as ThreadData | null;
 const channel = data === null ? null : new BroadcastChannel(data.channelName);
+const slots = data === null ? null : new BigInt64Array(data.slots);
 const running = new Map<string, AbortController>();
 const loaded = new Map<string, Promise<TaskDefinition>>();
 
@@ -34,7 +36,19 @@ if (channel !== null) {
   };
 }
 
-export default async function runAttempts(task: ThreadTask): Promise<AttemptResult[]> {
+/** The message this thread runs now: a look-ahead waits for it, even if its handler awaits. */
+let previous: Promise<unknown> = Promise.resolve();
+
+/** One message at a time per thread: the look-ahead starts when the one before it ends. */
+export default function runTask(task: ThreadTask): Promise<TaskAnswer> {
+  const run = previous.then(() => runAttempts(task));
+  previous = run.catch(() => undefined);
+  return run;
+}
+
+async function runAttempts(task: ThreadTask): Promise<TaskAnswer> {
+  // A look-ahead the main thread took back (a better job arrived) before this thread got to it.
+  if (slots !== null && !claimSlot(slots, task.slot, threadId)) return 'recalled';
   const results: AttemptResult[] = [];
   for (const attempt of task.attempts) {
     const started = performance.now();

@@ -86,14 +86,16 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
     for (let i = 0; i < 6; i++) queued.push(await submit(first, hold));
     await Promise.all(running.map((id) => first.waitForStatus(id, 'running')));
     const before = await first.request('GET', '/v1/queue');
-    assert.equal(before.body.byStatus.queued, queued.length, before.text);
+    // Each thread may hold one look-ahead (claimed, not started) beyond the job it runs.
+    assert.equal(before.body.byStatus.queued + before.body.byStatus.running, queued.length + 2, before.text);
+    assert.ok(before.body.byStatus.queued >= queued.length - 2, before.text);
 
     first.child.kill('SIGTERM');
     // The log line is written in the same turn that starts the drain.
     await first.waitForLog('shutting down: draining running attempts');
     await assertShuttingDown(first);
     // Reads still answer while draining.
-    const read = await first.request('GET', `/v1/jobs/${queued[0]}`);
+    const read = await first.request('GET', `/v1/jobs/${queued[queued.length - 1]}`);
     assert.equal(read.status, 200, read.text);
     assert.equal(read.body.status, 'queued', 'dispatch stopped at the signal');
     // The running attempts end now, well within the grace period, and the drain with them.

@@ -3,7 +3,7 @@ import { EventEmitter, once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { classifyRunFailure, type ProgressMessage, WorkerPool } from '../../src/workers/pool.js';
-import type { AttemptInput, AttemptResult } from '../../src/workers/protocol.js';
+import type { AttemptInput, AttemptResult, TaskAnswer, ThreadTask } from '../../src/workers/protocol.js';
 import { loadTasks, type TaskRegistry } from '../../src/workers/registry.js';
 
 const fixturesDir = fileURLToPath(new URL('../../../test/fixtures/tasks/', import.meta.url));
@@ -53,8 +53,25 @@ function untimed(result: AttemptResult): Decoded {
   return { ok: true, result: JSON.parse(rest.resultText) as unknown };
 }
 
+/** A task in a fresh slot of the pool's attempt slots. */
+function task(pool: WorkerPool, attempts: AttemptInput[]): ThreadTask {
+  return { attempts, slot: slotOf(pool) };
+}
+
+function slotOf(pool: WorkerPool): number {
+  const slot = pool.slots.acquire();
+  assert.ok(slot !== null, 'a free attempt slot');
+  return slot;
+}
+
+/** The results of a task that was not recalled. */
+function answered(answer: TaskAnswer): AttemptResult[] {
+  assert.notEqual(answer, 'recalled');
+  return answer as AttemptResult[];
+}
+
 async function runOne(pool: WorkerPool, input: AttemptInput): Promise<Decoded> {
-  const [result] = await pool.run({ attempts: [input] }, new AbortController().signal);
+  const [result] = answered(await pool.run(task(pool, [input]), new AbortController().signal));
   assert.ok(result);
   return untimed(result);
 }
@@ -88,10 +105,13 @@ describe('WorkerPool', () => {
 
   test('runs a built-in task and several attempts in order', async () => {
     const results = await pool.run(
-      { attempts: [attempt('math.primes', { limit: 100 }), attempt('noop', { echo: [1, 'two'] }), attempt('noop')] },
+      {
+        slot: slotOf(pool),
+        attempts: [attempt('math.primes', { limit: 100 }), attempt('noop', { echo: [1, 'two'] }), attempt('noop')],
+      },
       new AbortController().signal,
     );
-    assert.deepEqual(results.map(untimed), [
+    assert.deepEqual(answered(results).map(untimed), [
       { ok: true, result: { limit: 100, count: 25, largest: 97 } },
       { ok: true, result: [1, 'two'] },
       { ok: true, result: { ok: true } },
@@ -139,7 +159,7 @@ describe('WorkerPool', () => {
 
   test('process.exit in a handler rejects run(), is classified as a crash, and the pool recovers', async () => {
     const signal = new AbortController().signal;
-    const err = await rejection(pool.run({ attempts: [attempt('fixture.exit', { code: 3 })] }, signal));
+    const err = await rejection(pool.run(task(pool, [attempt('fixture.exit', { code: 3 })]), signal));
     assert.match(String((err as Error).message), /worker exited with code: 3/);
     assert.equal(classifyRunFailure(err, signal), 'crashed');
     assert.deepEqual(await runOne(pool, attempt('noop')), { ok: true, result: { ok: true } });
@@ -149,12 +169,12 @@ describe('WorkerPool', () => {
   test('aborting the signal terminates a thread stuck in a synchronous loop', async () => {
     const controller = new AbortController();
     const input = attempt('fixture.block');
-    const running = pool.run({ attempts: [input] }, controller.signal);
+    const running = pool.run(task(pool, [input]), controller.signal);
     const started = await progress.next(input.jobId);
     assert.equal(started.message, 'blocking');
     controller.abort(new Error('timeout'));
     const err = await rejection(running);
-    assert.equal((err as Error).name, 'AbortError');
+    assert.match((err as Error).message, /worker exited/);
     assert.equal(classifyRunFailure(err, controller.signal), 'aborted');
     assert.deepEqual(await runOne(pool, attempt('noop')), { ok: true, result: { ok: true } });
     assert.equal(pool.liveThreads, 1);
@@ -226,8 +246,64 @@ describe('WorkerPool', () => {
   test('a signal aborted before run() rejects at once', async () => {
     const controller = new AbortController();
     controller.abort();
-    const err = await rejection(pool.run({ attempts: [attempt('noop')] }, controller.signal));
+    const err = await rejection(pool.run(task(pool, [attempt('noop')]), controller.signal));
     assert.equal(classifyRunFailure(err, controller.signal), 'aborted');
+  });
+});
+
+describe('WorkerPool look-ahead (one thread)', () => {
+  let pool: WorkerPool;
+  let progress: ProgressLog;
+  before(() => {
+    progress = new ProgressLog();
+    pool = new WorkerPool({ threads: 1, maxMemoryMb: 64, registry, onProgress: progress.record });
+  });
+  after(async () => {
+    await pool.close();
+  });
+
+  test('a thread starts its look-ahead when the message before it ends, and says when', async () => {
+    const first = attempt('fixture.await-abort');
+    const running = pool.run(task(pool, [first]), new AbortController().signal);
+    await progress.next(first.jobId);
+    const next = task(pool, [attempt('noop')]);
+    const queued = pool.run(next, new AbortController().signal);
+    assert.equal(pool.slots.startedAt(next.slot), null, 'held, not started, while the first runs');
+    const before = Date.now();
+    pool.notifyAbort(first.jobId, 'done waiting');
+    await running;
+    const [result] = answered(await queued);
+    assert.deepEqual(untimed(result as AttemptResult), { ok: true, result: { ok: true } });
+    const started = pool.slots.startedAt(next.slot);
+    assert.ok(started !== null && started >= before - 1, `started at ${started}`);
+  });
+
+  test('a recalled look-ahead is skipped: its thread answers "recalled" and runs nothing of it', async () => {
+    const first = attempt('fixture.await-abort');
+    const running = pool.run(task(pool, [first]), new AbortController().signal);
+    await progress.next(first.jobId);
+    const ahead = attempt('fixture.context');
+    const next = task(pool, [ahead]);
+    const queued = pool.run(next, new AbortController().signal);
+    assert.equal(pool.slots.recall(next.slot), true);
+    pool.notifyAbort(first.jobId, 'done waiting');
+    await running;
+    assert.equal(await queued, 'recalled');
+    assert.equal(pool.slots.startedAt(next.slot), null);
+  });
+
+  test('a look-ahead behind a message whose thread is terminated never started', async () => {
+    const first = attempt('fixture.block');
+    const controller = new AbortController();
+    const running = pool.run(task(pool, [first]), controller.signal);
+    await progress.next(first.jobId);
+    const next = task(pool, [attempt('noop')]);
+    const queued = pool.run(next, new AbortController().signal);
+    controller.abort();
+    await rejection(running);
+    await rejection(queued);
+    assert.equal(pool.slots.startedAt(next.slot), null, 'the slot says it never ran');
+    assert.equal(pool.slots.recall(next.slot), true);
   });
 });
 
@@ -236,7 +312,7 @@ describe('WorkerPool heap limit', () => {
     const pool = new WorkerPool({ threads: 1, maxMemoryMb: 32, registry, onProgress: () => {} });
     try {
       const signal = new AbortController().signal;
-      const err = await rejection(pool.run({ attempts: [attempt('fixture.oom')] }, signal));
+      const err = await rejection(pool.run(task(pool, [attempt('fixture.oom')]), signal));
       assert.match(String((err as Error).message), /memory/i);
       assert.equal(classifyRunFailure(err, signal), 'crashed');
       assert.deepEqual(await runOne(pool, attempt('math.primes', { limit: 100 })), {
@@ -268,7 +344,7 @@ describe('WorkerPool life cycle', () => {
       assert.equal(first.messages.length, 4);
 
       const blocked = attempt('fixture.block');
-      const running = b.run({ attempts: [blocked] }, new AbortController().signal);
+      const running = b.run(task(b, [blocked]), new AbortController().signal);
       await second.next(blocked.jobId);
       assert.equal(
         first.messages.some((m) => m.jobId === blocked.jobId),
@@ -278,7 +354,7 @@ describe('WorkerPool life cycle', () => {
       await b.close();
       assert.match(String((await closed) as Error), /Terminating worker thread/);
       assert.equal(b.liveThreads, 0);
-      await rejection(b.run({ attempts: [attempt('noop')] }, new AbortController().signal));
+      await rejection(b.run(task(b, [attempt('noop')]), new AbortController().signal));
       assert.throws(() => b.start(), /closed/);
     } finally {
       await a.close();

@@ -62,6 +62,8 @@ export interface FinishRow {
   owner: string;
   outcome: OutcomeRow;
   expired: boolean;
+  /** When the attempt really started (a look-ahead starts after its claim); null keeps the claim time. */
+  startedAt: number | null;
   /** The main thread has no copy of this job: answer it whole. */
   wantJob: boolean;
 }
@@ -105,6 +107,11 @@ export interface Snapshot {
 export type Op =
   | { op: 'insert'; rows: InsertRow[]; now: number; capacity: number }
   | { op: 'claim'; ids: string[]; priorities: number[]; owner: string; expiresAt: number; now: number }
+  | {
+      op: 'unclaim';
+      rows: { id: string; attempt: number; owner: string; priority: number; startedAt: number | null }[];
+    }
+  | { op: 'claimRead'; ids: string[]; priorities: number[]; owner: string; expiresAt: number; now: number }
   | { op: 'promote'; items: { id: string; runAt: number }[]; now: number }
   | { op: 'heartbeat'; owner: string; ids: string[]; expiresAt: number }
   | { op: 'finish'; rows: FinishRow[]; now: number }
@@ -136,6 +143,8 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
 export interface Answers {
   insert: InsertAnswer;
   claim: string[];
+  claimRead: (JobWire | null)[];
+  unclaim: number;
   promote: null;
   heartbeat: string[];
   finish: (FinishAnswer | null)[];

@@ -59,11 +59,20 @@ export class ReadyIndex {
     return this.#queuedAt.size;
   }
 
-  /** A job became queued (ready now). */
-  addQueued(id: string, type: string, priority: number, readyAt: number, record: JobWire | null): void {
+  /** A job became queued; `front`: a claim given back, first in line again. */
+  addQueued(
+    id: string,
+    type: string,
+    priority: number,
+    readyAt: number,
+    record: JobWire | null,
+    where: 'back' | 'front' = 'back',
+  ): void {
     this.remove(id);
     this.#queuedAt.set(id, readyAt);
-    this.#fifos[priority]?.push({ id, type, priority, readyAt });
+    const entry = { id, type, priority, readyAt };
+    if (where === 'front') this.#fifos[priority]?.unshift(entry);
+    else this.#fifos[priority]?.push(entry);
     if (record !== null) this.#keep(id, record);
   }
 

@@ -66,29 +66,33 @@ export function prepareStatements(db: Database.Database) {
          lease_expires_at = ?, progress = NULL, run_at = NULL
        WHERE id = ? AND status = 'queued'`,
     ),
+    unclaim: prepare(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = ?, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
     heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
     complete: prepare(
-      `UPDATE jobs SET status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE ${FENCE}`,
     ),
     completeExpired: prepare(
-      `UPDATE jobs SET status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     failRunning: prepare(
-      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE ${FENCE}`,
     ),
     failExpired: prepare(
-      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     retryRunning: prepare(
-      `UPDATE jobs SET status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
        WHERE ${FENCE}`,
     ),
     retryExpired: prepare(
-      `UPDATE jobs SET status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     failFrom: prepare<JobRow>(

@@ -90,6 +90,8 @@ interface InFlight {
 interface Running {
   wire: JobWire;
   owner: string;
+  /** startedAt before this claim: what a released claim goes back to. */
+  previousStart: number | null;
 }
 
 export class SqliteStore implements JobStore {
@@ -250,21 +252,24 @@ export class SqliteStore implements JobStore {
     }
     if (entries.length === 0) return [];
 
-    // Jobs without a copy in the index are read from the file; one that is no longer
-    // queued there (or gone) is left out.
-    if (missing > 0) {
-      const ids = entries.flatMap((batch, b) => batch.filter((_, i) => records[b]?.[i] === null).map((e) => e.id));
-      const fetched = await this.#call({ op: 'fetch', ids });
-      const byId = new Map<string, JobWire>();
-      for (const wire of fetched) if (wire !== null && wire.status === 'queued') byId.set(wire.id, wire);
-      for (const [b, batch] of entries.entries()) {
-        const batchRecords = records[b] as (JobWire | null)[];
-        for (const [i, entry] of batch.entries()) batchRecords[i] ??= byId.get(entry.id) ?? null;
-      }
-    }
-
     const owner = request.owner;
     const expiresAt = now + request.leaseMs;
+    // Jobs without a copy in the index are claimed and read from the file in one step,
+    // so one cancelled meanwhile is not handed out; the rest are claimed lazily below.
+    const read = new Map<string, JobWire>();
+    if (missing > 0) {
+      const wanted = entries.flatMap((batch, b) => batch.filter((_, i) => records[b]?.[i] === null));
+      const answers = await this.#call({
+        op: 'claimRead',
+        ids: wanted.map((entry) => entry.id),
+        priorities: wanted.map((entry) => entry.priority),
+        owner,
+        expiresAt,
+        now,
+      });
+      for (const wire of answers) if (wire !== null) read.set(wire.id, wire);
+    }
+
     const ids: string[] = [];
     const priorities: number[] = [];
     const claimed: ClaimedJob[][] = [];
@@ -272,27 +277,41 @@ export class SqliteStore implements JobStore {
       const batchRecords = records[b] as (JobWire | null)[];
       const jobs: ClaimedJob[] = [];
       for (const [i, entry] of batch.entries()) {
-        const record = batchRecords[i];
-        if (record === null || record === undefined) continue;
+        const copy = batchRecords[i] ?? null;
+        const fromFile = copy === null ? read.get(entry.id) : undefined;
+        if (fromFile !== undefined) {
+          fromFile.readyAt = entry.readyAt;
+          this.#running.set(fromFile.id, { wire: fromFile, owner, previousStart: null });
+          jobs.push(claimedOf(fromFile));
+          continue;
+        }
+        const record = copy;
+        if (record === null) continue;
+        const previousStart = record.startedAt;
         record.status = 'running';
         record.attempts += 1;
         record.startedAt = now;
         record.progress = null;
         record.runAt = null;
         record.readyAt = entry.readyAt;
-        record.parents ??= [];
-        record.payloadText ??= 'null';
-        // The copy is the claimed job: the dispatcher only reads it.
-        const job = record as ClaimedJob;
+        // The caller's job stays the record of this attempt, whatever happens to the copy.
+        const job = claimedOf(record);
         ids.push(job.id);
         priorities.push(entry.priority);
-        this.#running.set(job.id, { wire: record, owner });
+        this.#running.set(job.id, { wire: record, owner, previousStart });
         this.#queueClaims.push({ id: job.id, attempt: job.attempts });
         jobs.push(job);
       }
       if (jobs.length > 0) claimed.push(jobs);
     }
-    this.#send({ op: 'claim', ids, priorities, owner, expiresAt, now }, 'lazy');
+    const attempts = new Map(claimed.flat().map((job) => [job.id, job.attempts]));
+    // A job the file no longer had queued (cancelled while its claim read it) is lost to this claim.
+    this.#call({ op: 'claim', ids, priorities, owner, expiresAt, now }, 'lazy').then(
+      (missed) => this.#lost(missed.map((id) => ({ id, attempt: attempts.get(id) ?? 0 }))),
+      () => {
+        // A claim that was not stored is reported lost by the reply that says so.
+      },
+    );
     for (const jobs of claimed) {
       for (const job of jobs) {
         const running = this.#running.get(job.id) as Running;
@@ -337,6 +356,7 @@ export class SqliteStore implements JobStore {
         attempt: item.attempt,
         owner: item.owner,
         expired: item.expired === true,
+        startedAt: item.startedAt ?? null,
         wantJob: mine === null,
         outcome:
           outcome.kind === 'completed'
@@ -361,6 +381,7 @@ export class SqliteStore implements JobStore {
         wire = mine.wire;
         wire.status = answer.status;
         wire.runAt = answer.retryAt;
+        if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
         if (answer.status === 'completed') {
           wire.resultText = (item.outcome as { resultText: string }).resultText;
           wire.finishedAt = now;
@@ -380,6 +401,29 @@ export class SqliteStore implements JobStore {
       this.#applyOthers(answer.others);
       return { status: answer.status, others: answer.others.length };
     });
+  }
+
+  async release(items: { id: string; attempt: number; owner: string }[]): Promise<void> {
+    const rows: Extract<Op, { op: 'unclaim' }>['rows'] = [];
+    const given: Running[] = [];
+    for (const item of items) {
+      const running = this.#running.get(item.id);
+      if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) continue;
+      this.#running.delete(item.id);
+      given.push(running);
+      rows.push({ ...item, priority: running.wire.priority, startedAt: running.previousStart });
+    }
+    if (rows.length === 0) return;
+    // First in line again at once (last given back goes in front last, so the order holds).
+    for (const running of [...given].reverse()) {
+      const wire = running.wire;
+      wire.status = 'queued';
+      wire.attempts -= 1;
+      wire.startedAt = running.previousStart;
+      this.#index.addQueued(wire.id, wire.type, wire.priority, wire.readyAt ?? 0, wire, 'front');
+      this.#emit(wire.id, wire.type, 'queued', () => jobFromWire(wire));
+    }
+    await this.#call({ op: 'unclaim', rows });
   }
 
   async cancel(id: string): Promise<Changes | InvalidState | null> {
@@ -636,6 +680,32 @@ export class SqliteStore implements JobStore {
   #assertOpen(): void {
     if (this.#closed || this.#closing !== null) throw closedError();
   }
+}
+
+/** The job a claim hands out: one literal, so every claimed job has one shape. */
+function claimedOf(record: JobWire): ClaimedJob {
+  return {
+    id: record.id,
+    type: record.type,
+    status: record.status,
+    priority: record.priority,
+    error: record.error,
+    attempts: record.attempts,
+    maxAttempts: record.maxAttempts,
+    timeoutMs: record.timeoutMs,
+    backoff: record.backoff,
+    progress: record.progress,
+    idempotencyKey: record.idempotencyKey,
+    dependsOn: record.dependsOn,
+    metadata: record.metadata,
+    runAt: record.runAt,
+    createdAt: record.createdAt,
+    startedAt: record.startedAt,
+    finishedAt: record.finishedAt,
+    readyAt: record.readyAt,
+    payloadText: record.payloadText ?? 'null',
+    parents: record.parents ?? [],
+  };
 }
 
 /** The copy the ready index keeps of a job just inserted (one literal: one object shape for every copy). */

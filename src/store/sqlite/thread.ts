@@ -81,6 +81,10 @@ function run(t: SqliteTransitions, op: Op): unknown {
       return t.insert(op.rows, op.now, op.capacity);
     case 'claim':
       return t.claim(op.ids, op.priorities, op.owner, op.expiresAt, op.now);
+    case 'claimRead':
+      return t.claimRead(op.ids, op.priorities, op.owner, op.expiresAt, op.now);
+    case 'unclaim':
+      return t.unclaim(op.rows);
     case 'promote':
       t.promote(op.items, op.now);
       return null;
@@ -164,6 +168,8 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
           results.push({ ok: false, error: wireError(error, false) });
           // SQLite rolled the whole transaction back (e.g. disk full): every write of the group is lost.
           if (writes && !db.inTransaction) lost = error;
+          // Only the operation's savepoint was undone: the counters it moved are recounted.
+          else t.rebuild();
         }
       }
     }

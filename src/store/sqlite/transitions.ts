@@ -226,6 +226,19 @@ export class SqliteTransitions {
     return missed;
   }
 
+  /** Claims jobs and reads them whole (for jobs the main thread holds no copy of); null where not queued. */
+  claimRead(ids: string[], priorities: number[], owner: string, expiresAt: number, now: number): (JobWire | null)[] {
+    const missed = new Set(this.claim(ids, priorities, owner, expiresAt, now));
+    return ids.map((id) => {
+      if (missed.has(id)) return null;
+      const row = this.#s.selectJob.get(id);
+      if (row === undefined) return null;
+      const wire = toWire(row);
+      wire.parents = this.#parents(wire.dependsOn);
+      return wire;
+    });
+  }
+
   promote(items: { id: string; runAt: number }[], now: number): void {
     for (const { id, runAt } of items) {
       const state = this.#s.selectState.get(id);
@@ -234,6 +247,17 @@ export class SqliteTransitions {
         this.#track(state.priority, state.status, 'queued');
       }
     }
+  }
+
+  /** Claims whose attempt never started become queued again, their attempt not counted. */
+  unclaim(rows: { id: string; attempt: number; owner: string; priority: number; startedAt: number | null }[]): number {
+    let released = 0;
+    for (const row of rows) {
+      if (this.#s.unclaim.run(row.startedAt, row.id, row.attempt, row.owner).changes !== 1) continue;
+      this.#track(row.priority, 'running', 'queued');
+      released++;
+    }
+    return released;
   }
 
   heartbeat(owner: string, ids: string[], expiresAt: number): string[] {
@@ -251,22 +275,24 @@ export class SqliteTransitions {
   #finishOne(item: FinishRow, now: number): FinishAnswer | null {
     const { outcome } = item;
     const fence = [item.id, item.attempt, item.owner];
+    const started = item.startedAt;
     const expiry = item.expired ? [now] : [];
     let status: JobStatus;
     let retryAt: number | null = null;
     if (outcome.kind === 'completed') {
       const statement = item.expired ? this.#s.completeExpired : this.#s.complete;
-      if (statement.run(outcome.resultText, outcome.progressText, now, ...fence, ...expiry).changes === 0) return null;
+      if (statement.run(started, outcome.resultText, outcome.progressText, now, ...fence, ...expiry).changes === 0)
+        return null;
       status = 'completed';
     } else if (outcome.kind === 'failed' && outcome.retryAt === null) {
       const statement = item.expired ? this.#s.failExpired : this.#s.failRunning;
-      if (statement.run(outcome.errorText, now, ...fence, ...expiry).changes === 0) return null;
+      if (statement.run(started, outcome.errorText, now, ...fence, ...expiry).changes === 0) return null;
       status = 'failed';
     } else {
       retryAt = outcome.retryAt as number;
       const refund = outcome.kind === 'released' ? 1 : 0;
       const statement = item.expired ? this.#s.retryExpired : this.#s.retryRunning;
-      if (statement.run(outcome.errorText, retryAt, refund, ...fence, ...expiry).changes === 0) return null;
+      if (statement.run(started, outcome.errorText, retryAt, refund, ...fence, ...expiry).changes === 0) return null;
       status = 'retrying';
     }
     // Priority only matters to the counters of queued jobs.
