@@ -333,13 +333,33 @@ export class Dispatcher {
     );
   }
 
-  /** Take back a look-ahead its thread has not started; false if it has. */
+  /**
+   * Take back a look-ahead its thread has not started; false if it has. Its jobs go
+   * back first in line at once: the slot guarantees the thread will skip them.
+   */
   #recall(batch: Batch): boolean {
     if (batch.recalled) return true;
     if (batch.abortReason !== null || !this.#pool.slots.recall(batch.slot)) return false;
     batch.recalled = true;
     this.#recalled += 1;
+    this.#giveBack(batch);
     return true;
+  }
+
+  /** Jobs of a message that never started go back first in line, their attempts not counted. */
+  #giveBack(batch: Batch): void {
+    for (const job of batch.jobs) {
+      if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
+    }
+    const back = batch.jobs.filter((job) => !batch.dropped.has(job.id));
+    const released = this.#store
+      .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
+      .then(
+        () => this.pump(),
+        (error: unknown) => this.#options.onError('giving back claims failed', error),
+      );
+    this.#settling.add(released);
+    void released.finally(() => this.#settling.delete(released));
   }
 
   #abortBatch(batch: Batch, reason: AbortReason): void {
@@ -370,11 +390,9 @@ export class Dispatcher {
     this.pump();
 
     if (answer === 'recalled' || started === null) {
-      // Never started (taken back, or its thread died before it got to it): the jobs go
-      // back first in line and their attempts do not count.
-      const back = batch.jobs.filter((job) => !batch.dropped.has(job.id));
-      await this.#store.release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })));
-      this.pump();
+      // Never started: a recalled message was given back when it was recalled; one whose
+      // thread died before it got to it is given back now.
+      if (!batch.recalled) this.#giveBack(batch);
       return;
     }
     const results = answer;
