@@ -167,19 +167,19 @@ export class Dispatcher {
   }
 
   /**
-   * `count` jobs of `priority` became ready: take back as many look-aheads of lower
-   * priority as have not started, so those jobs run next on their threads.
+   * A job of `priority` became ready: take back every look-ahead of lower priority that
+   * has not started. Taking back only as many as there are new jobs is not enough: the
+   * first thread to come free would start its own look-ahead before the new job reached it.
    */
-  preempt(priority: number, count: number): void {
-    let left = count;
+  preempt(priority: number): void {
+    let recalled = false;
     for (const batch of this.#batches) {
-      if (left <= 0) break;
-      if (batch.priority < priority && this.#recall(batch)) left--;
+      if (!batch.recalled && batch.priority < priority && this.#recall(batch)) recalled = true;
     }
-    if (left < count) this.pump();
+    if (recalled) this.pump();
   }
 
-  /** Whether this job's attempt runs here now. */
+  /** Whether this job's attempt runs (or waits as a look-ahead) here now. */
   runs(id: string): boolean {
     return this.#byJob.has(id);
   }

@@ -310,16 +310,13 @@ export class Scheduler {
       }
     }
     let best = -1;
-    let ready = 0;
     for (const outcome of inserted.outcomes) {
       if (!outcome.created) continue;
       this.metrics.submitted(outcome.job.type);
-      if (outcome.job.status !== 'queued') continue;
-      ready++;
-      if (outcome.job.priority > best) best = outcome.job.priority;
+      if (outcome.job.status === 'queued' && outcome.job.priority > best) best = outcome.job.priority;
     }
     // Better work than what threads hold in look-ahead takes their place.
-    if (ready > 0) this.#dispatcher.preempt(best, ready);
+    if (best >= 0) this.#dispatcher.preempt(best);
     this.#dispatcher.pump();
     return inserted.outcomes;
   }
@@ -387,7 +384,7 @@ export class Scheduler {
     const changes = await this.#store.retry(id).catch(unavailable);
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
-    if (changes.job.status === 'queued') this.#dispatcher.preempt(changes.job.priority, 1);
+    if (changes.job.status === 'queued') this.#dispatcher.preempt(changes.job.priority);
     this.#dispatcher.pump();
     return changes.job;
   }

@@ -263,7 +263,7 @@ describe('ReadyIndex', () => {
       assert.equal(taken.get('big'), null, 'a copy beyond the budget is not kept');
       assert.equal(taken.get('s2')?.id, 's2');
 
-      const full = new ReadyIndex(900);
+      const full = new ReadyIndex(1500);
       full.addQueued('a', 't', 5, 1, wire('a', small));
       full.addQueued('b', 't', 5, 2, wire('b', small));
       full.addQueued('c', 't', 5, 3, wire('c', small));
