@@ -81,6 +81,7 @@ function envSchema() {
     KILN_THREADS: integer('KILN_THREADS', 1, 256, Math.min(256, availableParallelism())),
     KILN_MAX_QUEUED: integer('KILN_MAX_QUEUED', 1, 100_000_000, 100_000),
     KILN_THREAD_MAX_MEMORY_MB: integer('KILN_THREAD_MAX_MEMORY_MB', 16, 65_536, 512),
+    KILN_THREAD_NICE: integer('KILN_THREAD_NICE', 0, 19, 10),
     KILN_SQLITE_SYNC: oneOf('KILN_SQLITE_SYNC', ['full', 'normal'] as const, 'full'),
     KILN_TASKS_DIR: optionalPath,
     KILN_API_TOKENS: tokens,
@@ -100,6 +101,7 @@ export interface Config {
   threads: number;
   maxQueued: number;
   threadMaxMemoryMb: number;
+  threadNice: number;
   sqliteSync: 'full' | 'normal';
   tasksDir: string | null;
   apiTokens: string[];
@@ -132,6 +134,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     threads: e.KILN_THREADS,
     maxQueued: e.KILN_MAX_QUEUED,
     threadMaxMemoryMb: e.KILN_THREAD_MAX_MEMORY_MB,
+    threadNice: e.KILN_THREAD_NICE,
     sqliteSync: e.KILN_SQLITE_SYNC,
     tasksDir: e.KILN_TASKS_DIR,
     apiTokens: e.KILN_API_TOKENS,

@@ -42,6 +42,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
   const pool = new WorkerPool({
     threads: config.threads,
     maxMemoryMb: config.threadMaxMemoryMb,
+    nice: config.threadNice,
     registry,
     onProgress: (message) => scheduler?.onThreadMessage(message),
     onThreadError: (error) =>

@@ -19,6 +19,9 @@ export interface DispatcherOptions {
   microBatch?: MicroBatchOptions;
 }
 
+/** How often outcomes the store could not take are written again. */
+const REWRITE_MS = 500;
+
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
 /** One message to one thread: one job, or a micro-batch of tiny ones. */
@@ -77,6 +80,9 @@ export class Dispatcher {
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
+  /** Outcomes the store could not take yet, by job id. */
+  readonly #unwritten = new Map<string, FinishItem>();
+  #rewriteTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
   #started = false;
   #paused = false;
@@ -100,7 +106,7 @@ export class Dispatcher {
       store: options.store,
       owner: this.owner,
       leaseMs: options.leaseMs,
-      running: () => [...this.#byJob.keys()],
+      running: () => [...this.#byJob.keys(), ...this.#unwritten.keys()],
       lost: (id) => this.abandon(id, 'lease_lost'),
       onError: options.onError,
     });
@@ -138,6 +144,13 @@ export class Dispatcher {
       for (const batch of [...this.#batches]) this.#abortBatch(batch, 'shutdown');
     }
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
+    if (this.#rewriteTimer !== null) clearTimeout(this.#rewriteTimer);
+    this.#rewriteTimer = null;
+    // Outcomes still unwritten get one last try; if the store is still down they stay
+    // running in the file and the next start retries them as interrupted.
+    const unwritten = [...this.#unwritten.values()];
+    this.#unwritten.clear();
+    if (unwritten.length > 0) await this.#store.finish(unwritten).catch(() => undefined);
     this.#leases.stop();
   }
 
@@ -146,13 +159,13 @@ export class Dispatcher {
   }
 
   async pause(): Promise<void> {
-    this.#paused = true;
     await this.#store.setPaused(true);
+    this.#paused = true;
   }
 
   async resume(): Promise<void> {
-    this.#paused = false;
     await this.#store.setPaused(false);
+    this.#paused = false;
     this.pump();
   }
 
@@ -224,7 +237,12 @@ export class Dispatcher {
       do {
         this.#pumpAgain = false;
         if (this.#paused || this.#stopped) return;
-        const free = this.#options.threads * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled);
+        // Recalled messages free their thread's place at once but keep their slot until
+        // their thread gets to them: never post more messages than there are slots.
+        const free = Math.min(
+          this.#options.threads * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled),
+          this.#pool.slots.available,
+        );
         if (free <= 0) continue;
         const batches = await this.#store.claim({
           owner: this.owner,
@@ -232,6 +250,11 @@ export class Dispatcher {
           batches: free,
           micro: this.#micro.request(),
         });
+        if (this.#stopped) {
+          // Stopped while the claim read its jobs: they go back, unrun.
+          for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
+          return;
+        }
         for (const jobs of batches) this.#run(jobs);
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
@@ -272,8 +295,9 @@ export class Dispatcher {
   #run(jobs: ClaimedJob[]): void {
     const slot = this.#pool.slots.acquire();
     if (slot === null) {
-      // Cannot happen while messages in flight stay under the slots; give the jobs back.
-      void this.#store.release(jobs.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })));
+      // The claim asked for no more batches than there are slots; should one be missing
+      // all the same, the jobs go back rather than wait for a thread.
+      this.#giveBackJobs(jobs, new Set());
       return;
     }
     const controller = new AbortController();
@@ -351,7 +375,11 @@ export class Dispatcher {
     for (const job of batch.jobs) {
       if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
     }
-    const back = batch.jobs.filter((job) => !batch.dropped.has(job.id));
+    this.#giveBackJobs(batch.jobs, batch.dropped);
+  }
+
+  #giveBackJobs(jobs: ClaimedJob[], dropped: ReadonlySet<string>): void {
+    const back = jobs.filter((job) => !dropped.has(job.id));
     const released = this.#store
       .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
       .then(
@@ -422,8 +450,30 @@ export class Dispatcher {
       this.#metrics.attempt(job.type, metric, seconds);
       items.push({ id: job.id, attempt: job.attempts, owner: this.owner, outcome, startedAt: started });
     }
-    if (items.length === 0) return;
-    const finished = await this.#store.finish(items);
+    if (items.length > 0) await this.#write(items);
+  }
+
+  /**
+   * Writes outcomes. If the store cannot take them now (its thread is restarting, a
+   * transaction was lost), they are kept, their leases kept alive, and written again
+   * until the store takes them or refuses them (their lease is gone): an attempt that
+   * ended is never run again only because the store was briefly down.
+   */
+  async #write(items: FinishItem[]): Promise<void> {
+    let finished: Awaited<ReturnType<JobStore['finish']>>;
+    try {
+      finished = await this.#store.finish(items);
+    } catch (error) {
+      this.#options.onError('writing outcomes failed; they are kept and written again', error);
+      for (const item of items) this.#unwritten.set(item.id, item);
+      this.#rewriteTimer ??= setTimeout(() => {
+        this.#rewriteTimer = null;
+        const again = [...this.#unwritten.values()];
+        this.#unwritten.clear();
+        if (again.length > 0) void this.#write(again);
+      }, REWRITE_MS);
+      return;
+    }
     // A retry that is due at once, or dependents made ready, may be work for a free thread.
     if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
       this.pump();

@@ -180,11 +180,11 @@ export class Scheduler {
 
   /** Stop dispatching (kept across restarts until resume). Running attempts finish. */
   pause(): Promise<void> {
-    return this.#dispatcher.pause();
+    return this.#dispatcher.pause().catch(unavailable);
   }
 
   resume(): Promise<void> {
-    return this.#dispatcher.resume();
+    return this.#dispatcher.resume().catch(unavailable);
   }
 
   // ── submission ────────────────────────────────────────────────────────────
@@ -336,7 +336,7 @@ export class Scheduler {
 
   /** The job once it is terminal, or as it is after `waitMs`; null if there is no such job. */
   async waitForTerminal(id: string, waitMs: number, signal?: AbortSignal): Promise<Job | null> {
-    if (waitMs <= 0 || this.#draining) return this.#store.get(id);
+    if (waitMs <= 0 || this.#draining) return this.#store.get(id).catch(unavailable);
     let settle: (() => void) | undefined;
     const terminal = new Promise<void>((resolve) => {
       settle = resolve;
@@ -456,6 +456,11 @@ export class Scheduler {
   #onStoreEvent(event: StoreEvent): void {
     if (event.kind === 'lost') {
       this.#dispatcher.abandon(event.id, 'lease_lost');
+      return;
+    }
+    if (event.kind === 'ready') {
+      // The store is back (a new store thread, a rebuilt index): there may be work.
+      this.#dispatcher.pump();
       return;
     }
     this.events.publish(event.id, event.job);

@@ -227,7 +227,9 @@ export type StoreEvent =
   | { kind: 'changed'; id: string; type: string; status: JobStatus; job: () => Job }
   | { kind: 'progress'; id: string; attempt: number; progress: Progress; job: () => Job }
   /** A claim of this process that the store could not keep (its transaction was lost): abandon the attempt. */
-  | { kind: 'lost'; id: string; attempt: number };
+  | { kind: 'lost'; id: string; attempt: number }
+  /** The store takes claims again (after a restart or a rebuild): ready jobs may be waiting. */
+  | { kind: 'ready' };
 
 export type StoreListener = (event: StoreEvent) => void;
 

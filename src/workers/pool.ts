@@ -12,6 +12,8 @@ export interface WorkerPoolOptions {
   threads: number;
   /** Heap (old generation) limit of each thread; a thread that exceeds it dies and is replaced. */
   maxMemoryMb: number;
+  /** Nice increment of the worker threads over the main and store threads (Linux; 0: none). */
+  nice?: number;
   registry: TaskRegistry;
   /** Called on the main thread for every progress report of a running attempt. */
   onProgress(message: ProgressMessage): void;
@@ -60,7 +62,12 @@ export class WorkerPool {
     this.#onProgress = options.onProgress;
     const channelName = `kiln-pool-${process.pid}-${randomUUID()}`;
     this.slots = new AttemptSlots(options.threads * LOOK_AHEAD_DEPTH + 16);
-    const workerData: ThreadData = { modules: options.registry.modules(), channelName, slots: this.slots.buffer };
+    const workerData: ThreadData = {
+      modules: options.registry.modules(),
+      channelName,
+      slots: this.slots.buffer,
+      nice: options.nice ?? 0,
+    };
 
     this.#channel = new BroadcastChannel(channelName);
     (this.#channel as BroadcastChannel & { unref(): void }).unref();
@@ -120,9 +127,9 @@ export class WorkerPool {
     return answer;
   }
 
-  /** Terminates the thread that runs the message in `slot`. */
+  /** Terminates the thread that runs the message in `slot`, if it still runs it. */
   #terminate(slot: number): void {
-    const threadId = this.slots.threadOf(slot);
+    const threadId = this.slots.kill(slot);
     if (threadId === null || this.#piscina === null) return;
     for (const thread of this.#piscina.threads) {
       if (thread.threadId === threadId) void thread.terminate();

@@ -47,4 +47,6 @@ export interface ThreadData {
   channelName: string;
   /** The attempt slots' shared memory. */
   slots: SharedArrayBuffer;
+  /** How much lower than the process's other threads each worker thread runs (nice increment; 0: the same). */
+  nice: number;
 }

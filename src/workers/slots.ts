@@ -1,21 +1,30 @@
 /**
- * Two words of shared memory per message in flight to a thread, so the main thread and
- * the thread agree without a message on whether that message has started, and on which
- * thread runs it (the second word: its threadId). The first word:
+ * Three words of shared memory per message in flight to a thread, so the main thread
+ * and the thread agree without a message on what became of it: its state, the
+ * threadId of the thread that started it, and when it started (ms since the epoch).
  *
- *   0            posted, not started
- *   -1           recalled by the main thread: the thread skips it
- *   t > 0        started by the thread at t (ms since the epoch)
+ *   POSTED    → STARTED     the thread begins it             (thread, compare-and-exchange)
+ *   POSTED    → RECALLED    the main thread takes it back    (main, compare-and-exchange)
+ *   STARTED   → DONE        the thread finished it           (thread, compare-and-exchange)
+ *   STARTED   → KILLING     the main thread will terminate its thread (main, compare-and-exchange)
  *
- * Both sides move a word out of 0 with a compare-and-exchange, so a recall and a start
- * can race and exactly one of them wins. This is what lets each thread hold a
- * look-ahead message that it starts the moment it finishes the one before, without
- * waiting for the main thread, while the main thread can still take the look-ahead back
- * (a better job arrived) or tell, when a thread dies, which of its messages had started.
+ * Each pair of moves out of one state races, and exactly one side wins. This is what
+ * lets each thread hold a look-ahead message that it starts the moment it finishes the
+ * one before, without waiting for the main thread, while the main thread can still
+ * take the look-ahead back (a better job arrived), terminate a thread only while it
+ * still runs the message meant (never the look-ahead that followed it), and tell, when
+ * a thread dies, which of its messages had started.
  */
-const WORDS = 2;
-export const NOT_STARTED = 0n;
+const WORDS = 3;
+const STATE = 0;
+const THREAD = 1;
+const STARTED_AT = 2;
+
+export const POSTED = 0n;
 export const RECALLED = -1n;
+export const STARTED = 1n;
+export const DONE = 2n;
+export const KILLING = 3n;
 
 export class AttemptSlots {
   readonly buffer: SharedArrayBuffer;
@@ -28,12 +37,18 @@ export class AttemptSlots {
     for (let i = size - 1; i >= 0; i--) this.#free.push(i);
   }
 
-  /** A slot for a new message, set to "not started"; null when all are taken. */
+  /** Slots free for new messages. */
+  get available(): number {
+    return this.#free.length;
+  }
+
+  /** A slot for a new message, set to POSTED; null when all are taken. */
   acquire(): number | null {
     const slot = this.#free.pop();
     if (slot === undefined) return null;
-    Atomics.store(this.#words, slot * WORDS + 1, 0n);
-    Atomics.store(this.#words, slot * WORDS, NOT_STARTED);
+    Atomics.store(this.#words, slot * WORDS + THREAD, 0n);
+    Atomics.store(this.#words, slot * WORDS + STARTED_AT, 0n);
+    Atomics.store(this.#words, slot * WORDS + STATE, POSTED);
     return slot;
   }
 
@@ -43,25 +58,39 @@ export class AttemptSlots {
 
   /** Take a message back before it starts; false if the thread started it first. */
   recall(slot: number): boolean {
-    return Atomics.compareExchange(this.#words, slot * WORDS, NOT_STARTED, RECALLED) === NOT_STARTED;
+    return Atomics.compareExchange(this.#words, slot * WORDS + STATE, POSTED, RECALLED) === POSTED;
   }
 
-  /** The threadId of the thread that started the message, or null. */
-  threadOf(slot: number): number | null {
-    if (this.startedAt(slot) === null) return null;
-    return Number(Atomics.load(this.#words, slot * WORDS + 1));
+  /**
+   * Claim the right to terminate the thread running this message: answers its threadId,
+   * or null if the message is not running (not started, recalled, or already done, in
+   * which case its thread may be running the next message and must be left alone).
+   */
+  kill(slot: number): number | null {
+    if (Atomics.compareExchange(this.#words, slot * WORDS + STATE, STARTED, KILLING) !== STARTED) return null;
+    return Number(Atomics.load(this.#words, slot * WORDS + THREAD));
   }
 
-  /** When the thread started the message, or null if it has not (or was recalled). */
+  /** When the thread started the message, or null if it never did (or was recalled). */
   startedAt(slot: number): number | null {
-    const word = Atomics.load(this.#words, slot * WORDS);
-    return word > 0n ? Number(word) : null;
+    const state = Atomics.load(this.#words, slot * WORDS + STATE);
+    if (state < STARTED) return null;
+    return Number(Atomics.load(this.#words, slot * WORDS + STARTED_AT));
   }
 }
 
 /** The thread's side: start the message in `slot` unless it was recalled. */
-export function claimSlot(words: BigInt64Array, slot: number, threadId: number): boolean {
-  // The thread's id first: whoever sees the message started can find its thread.
-  Atomics.store(words, slot * WORDS + 1, BigInt(threadId));
-  return Atomics.compareExchange(words, slot * WORDS, NOT_STARTED, BigInt(Date.now())) === NOT_STARTED;
+export function startSlot(words: BigInt64Array, slot: number, threadId: number): boolean {
+  // Id and time first: whoever sees the message started can find its thread and its start.
+  Atomics.store(words, slot * WORDS + THREAD, BigInt(threadId));
+  Atomics.store(words, slot * WORDS + STARTED_AT, BigInt(Date.now()));
+  return Atomics.compareExchange(words, slot * WORDS + STATE, POSTED, STARTED) === POSTED;
+}
+
+/**
+ * The thread's side: the message is done. False if the main thread is terminating this
+ * thread for it: then the thread must not start anything else.
+ */
+export function endSlot(words: BigInt64Array, slot: number): boolean {
+  return Atomics.compareExchange(words, slot * WORDS + STATE, STARTED, DONE) === STARTED;
 }

@@ -221,7 +221,7 @@ export function recordEvents(store: JobStore): { seen: SeenEvent[]; stop: () => 
       seen.push({ kind: event.kind, id: event.id, status: event.status, jobStatus: event.job().status });
     } else if (event.kind === 'progress') {
       seen.push({ kind: event.kind, id: event.id, attempt: event.attempt, percent: event.progress.percent });
-    } else {
+    } else if (event.kind === 'lost') {
       seen.push({ kind: event.kind, id: event.id, attempt: event.attempt });
     }
   });

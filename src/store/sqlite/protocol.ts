@@ -187,8 +187,11 @@ export type Reply =
       kind: 'done';
       /** One entry per request that the transaction held, in the order they were sent. */
       replies: { seq: number; results: OpResult[] }[];
-      /** The transaction was rolled back: the main thread rebuilds its index from this. */
-      rebuilt: Snapshot | null;
+      /**
+       * The transaction was rolled back: every operation in it failed, its claims were
+       * not stored, and the main thread rebuilds its index from a fresh snapshot.
+       */
+      rolledBack: boolean;
     };
 
 /** The store thread's workerData. */

@@ -115,6 +115,8 @@ export class SqliteStore implements JobStore {
   #closed = false;
   #closing: Promise<void> | null = null;
   #restartTimer: NodeJS.Timeout | null = null;
+  /** A rolled-back transaction: claims wait until the index is rebuilt. */
+  #rebuilding = false;
 
   /**
    * Opens (creating if needed) the store at `path`, or a private in-memory database for
@@ -217,7 +219,7 @@ export class SqliteStore implements JobStore {
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[][]> {
     this.#assertOpen();
-    if (!this.#available) return [];
+    if (!this.#available || this.#rebuilding) return [];
     const now = this.#clock();
     const promoted = this.#index.promoteDue(now);
     if (promoted.length > 0) this.#send({ op: 'promote', items: promoted, now }, 'lazy');
@@ -370,7 +372,9 @@ export class SqliteStore implements JobStore {
               : { kind: 'released', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt },
       };
     });
-    const answers = await this.#call({ op: 'finish', rows, now });
+    // Outcomes ride along for up to LAZY_FLUSH_MS: a burst of finishes then shares one
+    // COMMIT, and the store thread is seldom in an fsync when a submission arrives.
+    const answers = await this.#call({ op: 'finish', rows, now }, 'lazy');
     return answers.map((answer, i) => {
       const item = items[i] as FinishItem;
       if (answer === null) return null;
@@ -588,13 +592,14 @@ export class SqliteStore implements JobStore {
     worker.once('exit', () => this.#onExit(worker));
     this.#index.rebuild(snapshot, (id) => this.#running.has(id));
     this.#available = true;
+    if (!first) this.#emitReady();
   }
 
   #onReply(reply: Reply): void {
     if (reply.kind !== 'done') return;
-    if (reply.rebuilt !== null) {
+    if (reply.rolledBack) {
       for (const { seq } of reply.replies) this.#lost(this.#inFlight.get(seq)?.claims ?? []);
-      this.#index.rebuild(reply.rebuilt, (id) => this.#running.has(id));
+      this.#rebuildIndex();
     }
     for (const { seq, results } of reply.replies) {
       const flight = this.#inFlight.get(seq);
@@ -609,18 +614,55 @@ export class SqliteStore implements JobStore {
     }
   }
 
+  /**
+   * After a rolled-back transaction: claims stop until the index is rebuilt from a
+   * snapshot taken after every operation sent so far, so that nothing this thread
+   * changed since (a claim given back, a promotion) is lost to an older picture.
+   */
+  #rebuildIndex(): void {
+    if (this.#rebuilding) return;
+    this.#rebuilding = true;
+    this.#call({ op: 'snapshot' }).then(
+      (snapshot) => {
+        this.#rebuilding = false;
+        this.#index.rebuild(snapshot, (id) => this.#running.has(id));
+        this.#emitReady();
+      },
+      () => {
+        // The store thread died meanwhile: its replacement rebuilds the index when it is up.
+        this.#rebuilding = false;
+      },
+    );
+  }
+
+  #emitReady(): void {
+    for (const listener of this.#listeners) listener({ kind: 'ready' });
+  }
+
   #onExit(worker: Worker): void {
     if (this.#worker !== worker) return;
     this.#worker = null;
     this.#available = false;
     if (this.#closed || this.#closing !== null) return;
-    const error = new StoreError('store_unavailable', 'the store thread stopped; the store is restarting it');
+    const memory = this.#path === ':memory:' || this.#path === '';
+    const error = new StoreError(
+      'store_unavailable',
+      memory
+        ? 'the store thread of the in-memory store stopped, and its jobs with it'
+        : 'the store thread stopped; the store is restarting it',
+    );
     for (const flight of this.#inFlight.values()) this.#lost(flight.claims);
     this.#lost(this.#queueClaims);
     this.#failAll(error);
+    // A new thread on ':memory:' would open an empty database and pretend nothing was lost.
+    if (memory) return;
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = null;
-      this.#start(false).catch(() => this.#onExit(worker));
+      this.#start(false).catch(() => {
+        // The new thread failed to open (the disk is still failing): try again later.
+        const failed = this.#worker;
+        if (failed !== null) this.#onExit(failed);
+      });
     }, this.#options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS);
     this.#restartTimer.unref();
   }

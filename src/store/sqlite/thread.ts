@@ -25,7 +25,6 @@ import {
   READ_OPS,
   type Reply,
   type Request,
-  type Snapshot,
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
@@ -166,10 +165,9 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
           results.push({ ok: true, value: writes ? savepoint(op) : run(t, op) });
         } catch (error) {
           results.push({ ok: false, error: wireError(error, false) });
-          // SQLite rolled the whole transaction back (e.g. disk full): every write of the group is lost.
-          if (writes && !db.inTransaction) lost = error;
-          // Only the operation's savepoint was undone: the counters it moved are recounted.
-          else t.rebuild();
+          // A write that fails fails its whole group: the main thread cannot tell which of
+          // its claims and promotions a partial transaction kept, so none is kept.
+          if (writes && !READ_OPS.has(op.op)) lost = error;
         }
       }
     }
@@ -180,8 +178,8 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
         lost = error;
       }
     }
-    let rebuilt: Snapshot | null = null;
-    if (lost !== null) {
+    let rolledBack = false;
+    if (lost !== null && writes) {
       if (db.inTransaction) {
         try {
           s.rollback.run();
@@ -190,11 +188,15 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
         }
       }
       const error = wireError(lost, true);
-      for (const reply of replies) reply.results = reply.results.map(() => ({ ok: false, error }));
+      for (const reply of replies) {
+        reply.results = reply.results.map((result) =>
+          result.ok || result.error.unavailable ? { ok: false, error } : result,
+        );
+      }
       t.rebuild();
-      rebuilt = t.snapshot();
+      rolledBack = true;
     }
-    const reply: Reply = { kind: 'done', replies, rebuilt };
+    const reply: Reply = { kind: 'done', replies, rolledBack };
     port?.postMessage(reply);
   };
   const close = () => {
