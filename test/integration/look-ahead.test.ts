@@ -83,4 +83,28 @@ describe('the look-ahead of a thread', () => {
     assert.equal(doneNext.status, 'cancelled');
     assert.equal(doneNext.result, null);
   });
+
+  it('keeps serving when more look-aheads are recalled than there are attempt slots', async () => {
+    const release = join(dir, 'fourth');
+    const held = await submit({ type: 'test.hold', payload: { release } });
+    await server.whenStatus(held, 'running');
+    // One thread: 18 slots. Each cancel recalls the look-ahead, and the next job takes its
+    // place; a recalled message keeps its slot until the thread gets to it.
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) ids.push(await submit({ type: 'test.sequence', payload: { label: `job-${i}` } }));
+    const cancelled = new Set<string>();
+    for (const id of ids.slice(0, 30)) {
+      const response = await server.request('POST', `/v1/jobs/${id}/cancel`);
+      assert.equal(response.status, 200, response.text);
+      cancelled.add(id);
+    }
+    const health = await server.request('GET', '/health');
+    assert.equal(health.status, 200, 'the event loop still serves');
+    writeFileSync(release, '');
+    for (const id of ids) {
+      const job = await server.waitForJob(id);
+      assert.equal(job.status, cancelled.has(id) ? 'cancelled' : 'completed', JSON.stringify(job));
+      if (!cancelled.has(id)) assert.equal(job.attempts, 1);
+    }
+  });
 });

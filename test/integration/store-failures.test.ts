@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
@@ -104,6 +106,38 @@ describe('the store failing under the HTTP API', () => {
       assert.equal(earlier.body.attempts, 1);
     } finally {
       await server.close();
+    }
+  });
+
+  it('keeps an outcome that ends while the store thread is down, and writes it once it is back', async () => {
+    let store: SqliteStore | null = null;
+    const dir = mkdtempSync(join(tmpdir(), 'kiln-outcome-'));
+    const release = join(dir, 'go');
+    const server = await startServer({ KILN_STORE: 'sqlite', KILN_THREADS: '1' }, async (data) => {
+      // A restart slow enough that the attempt ends while no store thread runs.
+      store = await SqliteStore.open(join(data, 'kiln.db'), { capacity: 100, restartDelayMs: 300 });
+      return store;
+    });
+    try {
+      const submitted = await server.request('POST', '/v1/jobs', {
+        type: 'test.hold',
+        maxAttempts: 1,
+        payload: { release },
+      });
+      assert.equal(submitted.status, 201, submitted.text);
+      const id = submitted.body.id as string;
+      await server.whenStatus(id, 'running');
+      const thread = (store as SqliteStore | null)?.thread;
+      assert.ok(thread);
+      await thread.terminate();
+      writeFileSync(release, '');
+      await untilReady(server, 200);
+      const job = await server.waitForJob(id);
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      assert.equal(job.attempts, 1, 'ran once: its outcome waited for the store instead of being lost');
+    } finally {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

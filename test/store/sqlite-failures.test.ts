@@ -223,6 +223,25 @@ describe('sqlite store: the store thread dies', () => {
     }
   });
 
+  it('does not restart the store thread of an in-memory store: a new one would hold none of its jobs', async () => {
+    const store = await SqliteStore.open(':memory:', { capacity: 10, restartDelayMs: 1 });
+    try {
+      await insertOk(store, [newJob()]);
+      const thread = store.thread;
+      assert.ok(thread);
+      await thread.terminate();
+      assert.equal(store.available, false);
+      // Fifty times the restart delay later (a wait for something that must not happen):
+      // still no thread, still refusing writes.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(store.thread, null);
+      assert.equal(store.available, false);
+      await assert.rejects(store.insert([newJob()]), (error: unknown) => isStoreError(error, 'store_unavailable'));
+    } finally {
+      await store.close();
+    }
+  });
+
   it('closes cleanly while its thread is down', async () => {
     const store = await SqliteStore.open(freshPath(), { capacity: 10, restartDelayMs: 60_000 });
     const thread = store.thread;
