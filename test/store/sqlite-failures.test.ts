@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { isStoreError } from '../../src/store/errors.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import {
@@ -18,11 +15,9 @@ import {
   recordEvents,
   TestClock,
 } from './conformance.js';
+import { tempFiles } from '../support/temp-files.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kiln-sqlite-failures-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
-let files = 0;
-const freshPath = () => join(dir, `store-${++files}.db`);
+const freshPath = tempFiles('kiln-sqlite-failures-');
 
 const unavailable = { name: 'StoreError', code: 'store_unavailable' };
 

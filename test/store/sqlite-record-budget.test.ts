@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import {
   assertCountsExact,
@@ -16,11 +13,9 @@ import {
   newJob,
   runStoreConformance,
 } from './conformance.js';
+import { tempFiles } from '../support/temp-files.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kiln-sqlite-record-budget-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
-let files = 0;
-const freshPath = () => join(dir, `store-${++files}.db`);
+const freshPath = tempFiles('kiln-sqlite-record-budget-');
 
 // The ready index keeps no copy of any job: every claim reads its jobs from the file.
 runStoreConformance('sqlite store (file, no job copies in memory)', (options) =>

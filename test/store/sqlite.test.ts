@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { copyFileSync, existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import jobsSchema from '../../src/store/sqlite/migrations/001-jobs.js';
 import settingsSchema from '../../src/store/sqlite/migrations/002-settings.js';
@@ -26,11 +25,9 @@ import {
   T0,
   TestClock,
 } from './conformance.js';
+import { tempFiles } from '../support/temp-files.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kiln-sqlite-store-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
-let files = 0;
-const freshPath = () => join(dir, `store-${++files}.db`);
+const freshPath = tempFiles('kiln-sqlite-store-');
 
 runStoreConformance('sqlite store (file)', (options) => SqliteStore.open(freshPath(), options));
 
@@ -356,7 +353,7 @@ describe('sqlite store: the file', () => {
   });
 
   it('creates the directory of the file', async () => {
-    const path = join(dir, 'nested', 'deeper', 'kiln.db');
+    const path = join(dirname(freshPath()), 'nested', 'deeper', 'kiln.db');
     const store = await SqliteStore.open(path, { capacity: 10, synchronous: 'normal' });
     assert.equal(store.path, path);
     await store.close();
