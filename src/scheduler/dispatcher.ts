@@ -192,6 +192,11 @@ export class Dispatcher {
     if (recalled) this.pump();
   }
 
+  /** The job reached a terminal status: nothing about it needs remembering. */
+  forget(id: string): void {
+    this.#micro.setSolo(id, false);
+  }
+
   /** Whether this job's attempt runs (or waits as a look-ahead) here now. */
   runs(id: string): boolean {
     return this.#byJob.has(id);
@@ -199,15 +204,19 @@ export class Dispatcher {
 
   /**
    * The store moved the job on (cancelled, its lease is gone, its claim was lost):
-   * stop its attempt. A job alone in its message has its thread terminated; a job in
-   * a micro-batch (which ends within milliseconds) just has its outcome dropped.
+   * stop its attempt: a look-ahead is taken back; a running message has its thread
+   * terminated, except that a cancelled job inside a micro-batch only has its outcome
+   * dropped.
    */
   abandon(id: string, reason: 'cancel' | 'lease_lost'): void {
     const batch = this.#byJob.get(id);
     if (batch === undefined) return;
     batch.dropped.add(id);
     if (this.#recall(batch)) return;
-    if (batch.jobs.length === 1) this.#abortBatch(batch, reason);
+    // A cancelled job in a micro-batch just has its outcome dropped (the batch ends within
+    // milliseconds); a lost lease means the job may be handed out again at once, so its
+    // thread is stopped even then, and the rest of the batch runs again, alone.
+    if (batch.jobs.length === 1 || reason === 'lease_lost') this.#abortBatch(batch, reason);
   }
 
   /** Progress reported by a thread. */

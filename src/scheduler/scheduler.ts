@@ -470,6 +470,7 @@ export class Scheduler {
       this.#dispatcher.abandon(event.id, 'lease_lost');
     }
     if (isTerminal(event.status)) {
+      this.#dispatcher.forget(event.id);
       this.metrics.finished(event.type, event.status as 'completed' | 'failed' | 'cancelled');
       this.#finishRate.add(Date.now());
     }
