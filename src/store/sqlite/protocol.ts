@@ -119,7 +119,6 @@ export type Op =
   | { op: 'retry'; id: string; now: number }
   | { op: 'remove'; id: string }
   | { op: 'get'; id: string }
-  | { op: 'fetch'; ids: string[] }
   | { op: 'list'; filter: ListFilter }
   | { op: 'counts' }
   | { op: 'paused' }
@@ -131,7 +130,6 @@ export type Op =
 /** Operations that only read: a request of these alone runs without a transaction. */
 export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'get',
-  'fetch',
   'list',
   'counts',
   'paused',
@@ -152,7 +150,6 @@ export interface Answers {
   retry: ChangesWire | InvalidState | null;
   remove: { removed: true; status: JobStatus } | InvalidState | null;
   get: JobWire | null;
-  fetch: (JobWire | null)[];
   list: Page;
   counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
   paused: boolean;

@@ -99,8 +99,6 @@ function run(t: SqliteTransitions, op: Op): unknown {
       return t.remove(op.id);
     case 'get':
       return t.get(op.id);
-    case 'fetch':
-      return t.fetch(op.ids);
     case 'list':
       return t.list(op.filter);
     case 'counts':

@@ -422,17 +422,6 @@ export class SqliteTransitions {
     return row === undefined ? null : toWire(row);
   }
 
-  /** Whole jobs with the parents they run with, for claims of jobs the main thread holds no copy of. */
-  fetch(ids: string[]): (JobWire | null)[] {
-    return ids.map((id) => {
-      const row = this.#s.selectJob.get(id);
-      if (row === undefined) return null;
-      const wire = toWire(row);
-      wire.parents = this.#parents(wire.dependsOn);
-      return wire;
-    });
-  }
-
   paused(): boolean {
     return this.#s.selectSetting.get('paused') === 'true';
   }
