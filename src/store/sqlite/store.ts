@@ -7,7 +7,8 @@
  * operation of one event-loop turn goes to the store thread as one message; a write's
  * promise resolves when the store thread answers, which is after the COMMIT that holds
  * it (with synchronous=FULL, after the fsync). Claims, promotions and heartbeats ride
- * along with the next message and their callers do not wait for them.
+ * along with the next message and their callers do not wait for them; outcomes wait at
+ * most LAZY_FLUSH_MS for one.
  *
  * A job enters the ready index only once the store thread has stored it, so nothing is
  * handed out that a failed COMMIT could take back — except claims themselves: when the
