@@ -33,7 +33,6 @@ interface Batch {
   recalled: boolean;
   /** The best priority in it (claims go best first: the first job's). */
   priority: number;
-  controller: AbortController;
   abortReason: AbortReason | null;
   /** Jobs cancelled or whose lease was lost while the batch ran: their outcome is dropped. */
   dropped: Set<string>;
@@ -309,7 +308,6 @@ export class Dispatcher {
       this.#giveBackJobs(jobs, new Set());
       return;
     }
-    const controller = new AbortController();
     let timeoutMs = Number.POSITIVE_INFINITY;
     for (const job of jobs) timeoutMs = Math.min(timeoutMs, job.timeoutMs);
     const batch: Batch = {
@@ -317,7 +315,6 @@ export class Dispatcher {
       slot,
       recalled: false,
       priority: jobs[0]?.priority ?? 0,
-      controller,
       abortReason: null,
       dropped: new Set(),
       timer: this.#timeout(() => batch, timeoutMs, timeoutMs),
@@ -337,7 +334,7 @@ export class Dispatcher {
       });
     }
     const settled = this.#pool
-      .run({ attempts, slot }, controller.signal)
+      .run({ attempts, slot })
       .then(
         (answer) => this.#settle(batch, answer, null),
         (error: unknown) => this.#settle(batch, null, error),
@@ -404,7 +401,7 @@ export class Dispatcher {
     if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
-    batch.controller.abort(new Error(`attempt aborted: ${reason}`));
+    this.#pool.stop(batch.slot);
   }
 
   #whenIdle(): Promise<void> {
@@ -449,7 +446,10 @@ export class Dispatcher {
         this.#metrics.attempt(job.type, 'error', seconds);
         continue;
       }
-      const result = results?.[index];
+      // A handler that saw the abort (ctx.signal) and failed because of it, before its
+      // thread was stopped, failed of the abort: the abort's reason decides.
+      const answered = results?.[index];
+      const result = answered !== undefined && (batch.abortReason === null || answered.ok) ? answered : undefined;
       let end: AttemptEnd;
       if (result !== undefined) end = { kind: 'answered', result };
       else if (batch.abortReason === 'timeout' || batch.abortReason === 'shutdown') {

@@ -115,9 +115,7 @@ export class WorkerPool {
     if (signal?.aborted === true) return Promise.reject(new Error('attempt aborted before it was sent'));
     const answer = this.#piscina.run(task);
     if (signal !== undefined) {
-      const onAbort = () => {
-        if (!this.slots.recall(task.slot)) this.#terminate(task.slot);
-      };
+      const onAbort = () => this.stop(task.slot);
       signal.addEventListener('abort', onAbort, { once: true });
       void answer.then(
         () => signal.removeEventListener('abort', onAbort),
@@ -125,6 +123,14 @@ export class WorkerPool {
       );
     }
     return answer;
+  }
+
+  /**
+   * Stops the message in `slot`: recalls it if its thread has not started it, else
+   * terminates the thread while it still runs it (the pool replaces the thread).
+   */
+  stop(slot: number): void {
+    if (!this.slots.recall(slot)) this.#terminate(slot);
   }
 
   /** Terminates the thread that runs the message in `slot`, if it still runs it. */
