@@ -1,0 +1,67 @@
+import type { ClientBase } from 'pg';
+import { StoreError } from '../errors.js';
+import jobs from './migrations/001-jobs.js';
+
+/**
+ * Numbered schema steps, one file each, applied at start in order, each in its own
+ * transaction and recorded in `schema_migrations`. A session advisory lock keyed on the
+ * schema name covers the whole run, so servers that start together apply each step
+ * once: the first applies, the others wait and find nothing left to do. Append a step
+ * to change the schema; never edit one that shipped.
+ */
+const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [{ version: 1, name: 'jobs', sql: jobs }];
+
+export const PG_SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Schema names Kiln accepts (KILN_PG_SCHEMA): plain lower-case identifiers. */
+export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Applies the missing steps to `schema`; answers the versions it applied. */
+export async function migrate(client: ClientBase, schema: string): Promise<number[]> {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new StoreError(
+      'invalid_store_url',
+      `KILN_PG_SCHEMA must be a lower-case identifier (letters, digits, _), got "${schema}"`,
+    );
+  }
+  const quoted = `"${schema}"`;
+  const key = "('x' || left(md5('kiln:migrate:' || $1::text), 16))::bit(64)::bigint";
+  await client.query(`SELECT pg_advisory_lock(${key})`, [schema]);
+  try {
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoted}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${quoted}.schema_migrations (
+         version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const current = await client.query<{ version: number | null }>(
+      `SELECT max(version) AS version FROM ${quoted}.schema_migrations`,
+    );
+    const version = current.rows[0]?.version ?? 0;
+    if (version > PG_SCHEMA_VERSION) {
+      throw new StoreError(
+        'unsupported_schema',
+        `the schema ${schema} has version ${version}; this Kiln knows versions up to ${PG_SCHEMA_VERSION}`,
+      );
+    }
+    const applied: number[] = [];
+    for (const step of MIGRATIONS) {
+      if (step.version <= version) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(step.sql.replaceAll('{{schema}}', quoted));
+        await client.query(`INSERT INTO ${quoted}.schema_migrations (version, name) VALUES ($1, $2)`, [
+          step.version,
+          step.name,
+        ]);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw error;
+      }
+      applied.push(step.version);
+    }
+    return applied;
+  } finally {
+    await client.query(`SELECT pg_advisory_unlock(${key})`, [schema]);
+  }
+}
