@@ -376,7 +376,7 @@ export class Scheduler {
     const changes = await this.#store.cancel(id).catch(unavailable);
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
-    this.#dispatcher.abandon(id, 'cancel');
+    // Its attempt here, if any, was stopped by the store's `cancelled` event.
     return changes.job;
   }
 
@@ -465,9 +465,11 @@ export class Scheduler {
     }
     this.events.publish(event.id, event.job);
     if (event.kind !== 'changed') return;
-    // The job left `running` by another hand (rescued, cancelled): its attempt here is void.
+    // The job left `running` by another hand (cancelled here or elsewhere, rescued): its
+    // attempt here is void. A cancel only drops the outcome of a micro-batch's job; any
+    // other loss stops the thread, since the job may be handed out again at once.
     if (event.status !== 'running' && this.#dispatcher.runs(event.id)) {
-      this.#dispatcher.abandon(event.id, 'lease_lost');
+      this.#dispatcher.abandon(event.id, event.status === 'cancelled' ? 'cancel' : 'lease_lost');
     }
     if (isTerminal(event.status)) {
       this.#dispatcher.forget(event.id);

@@ -113,11 +113,6 @@ export interface ClaimRequest {
   micro: { costs: ReadonlyMap<string, number>; budgetMs: number; maxJobs: number; solo: ReadonlySet<string> } | null;
 }
 
-export interface Lease {
-  owner: string;
-  expiresAt: number;
-}
-
 export type InsertResult =
   | { ok: true; outcomes: InsertOutcome[] }
   | { ok: false; reason: 'queue_full'; pending: number; capacity: number }

@@ -79,8 +79,6 @@ export interface FinishAnswer {
 
 export interface ChangesWire {
   job: JobWire;
-  /** The status the job had before. */
-  from: JobStatus;
   others: JobWire[];
 }
 

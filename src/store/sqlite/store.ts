@@ -19,7 +19,7 @@
  * thread is started; writes fail fast until it is up.
  */
 import { Worker } from 'node:worker_threads';
-import type { Job, JobStatus, NewJob, ParentResult, Progress } from '../../jobs/model.js';
+import type { Job, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
 import type {
@@ -207,7 +207,7 @@ export class SqliteStore implements JobStore {
         readyAt: state.readyAt,
       };
       if (state.status === 'queued' || state.status === 'scheduled') {
-        const record = wireOf(job, row.payloadText, state.parents ?? []);
+        const record: JobWire = copyOf(job, row.payloadText, state.parents ?? []);
         if (state.status === 'queued')
           this.#index.addQueued(job.id, job.type, job.priority, state.readyAt ?? 0, record);
         else this.#index.addDue(job.id, job.type, job.priority, state.runAt ?? 0, record);
@@ -307,10 +307,13 @@ export class SqliteStore implements JobStore {
       }
       if (jobs.length > 0) claimed.push(jobs);
     }
-    const attempts = new Map(claimed.flat().map((job) => [job.id, job.attempts]));
     // A job the file no longer had queued (cancelled while its claim read it) is lost to this claim.
     this.#call({ op: 'claim', ids, priorities, owner, expiresAt, now }, 'lazy').then(
-      (missed) => this.#lost(missed.map((id) => ({ id, attempt: attempts.get(id) ?? 0 }))),
+      (missed) => {
+        if (missed.length === 0) return;
+        const attempts = new Map(claimed.flat().map((job) => [job.id, job.attempts]));
+        this.#lost(missed.map((id) => ({ id, attempt: attempts.get(id) ?? 0 })));
+      },
       () => {
         // A claim that was not stored is reported lost by the reply that says so.
       },
@@ -725,34 +728,12 @@ export class SqliteStore implements JobStore {
   }
 }
 
-/** The job a claim hands out: one literal, so every claimed job has one shape. */
-function claimedOf(record: JobWire): ClaimedJob {
-  return {
-    id: record.id,
-    type: record.type,
-    status: record.status,
-    priority: record.priority,
-    error: record.error,
-    attempts: record.attempts,
-    maxAttempts: record.maxAttempts,
-    timeoutMs: record.timeoutMs,
-    backoff: record.backoff,
-    progress: record.progress,
-    idempotencyKey: record.idempotencyKey,
-    dependsOn: record.dependsOn,
-    metadata: record.metadata,
-    runAt: record.runAt,
-    createdAt: record.createdAt,
-    startedAt: record.startedAt,
-    finishedAt: record.finishedAt,
-    readyAt: record.readyAt,
-    payloadText: record.payloadText ?? 'null',
-    parents: record.parents ?? [],
-  };
-}
-
-/** The copy the ready index keeps of a job just inserted (one literal: one object shape for every copy). */
-function wireOf(job: Job, payloadText: string, parents: ParentResult[]): JobWire {
+/**
+ * A copy of a job with its payload text and parents: what the ready index keeps, and
+ * what a claim hands out (a copy of that copy, so the caller's job stays the record of
+ * its attempt). One literal, so every such copy has one object shape.
+ */
+function copyOf(job: JobSummary, payloadText: string, parents: ParentResult[]): JobWire & ClaimedJob {
   return {
     id: job.id,
     type: job.type,
@@ -776,6 +757,10 @@ function wireOf(job: Job, payloadText: string, parents: ParentResult[]): JobWire
     resultText: null,
     parents,
   };
+}
+
+function claimedOf(record: JobWire): ClaimedJob {
+  return copyOf(record, record.payloadText ?? 'null', record.parents ?? []);
 }
 
 function settle(entry: Pending, result: OpResult | undefined): void {

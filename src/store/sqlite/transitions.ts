@@ -61,11 +61,6 @@ export class SqliteTransitions {
     }
   }
 
-  /** Every lease in the file is dead: only this process can hold the file (exclusive lock). */
-  expireAllLeases(): void {
-    this.#s.expireAll.run();
-  }
-
   snapshot(): Snapshot {
     return {
       queued: this.#s.selectQueued.all().map((row) => ({
@@ -368,7 +363,7 @@ export class SqliteTransitions {
     const row = this.#s.cancel.get(JSON.stringify(error), now, id, state.status);
     if (row === undefined) return null;
     this.#track(row.priority, state.status, 'cancelled');
-    return { job: toWire(row), from: state.status, others: this.#failDependents(id, 'cancelled', now) };
+    return { job: toWire(row), others: this.#failDependents(id, 'cancelled', now) };
   }
 
   retry(id: string, now: number): ChangesWire | InvalidState | null {
@@ -399,7 +394,7 @@ export class SqliteTransitions {
     this.#track(row.priority, state.status, row.status);
     const job = toWire(row);
     if (row.status === 'queued') job.parents = this.#parents(dependsOn);
-    return { job, from: state.status, others: [] };
+    return { job, others: [] };
   }
 
   remove(id: string): Answers['remove'] {
