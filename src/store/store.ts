@@ -89,8 +89,16 @@ export interface JobStore {
   /** Delete up to `limit` terminal jobs in `status` that finished more than `ageMs` ago. */
   purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number>;
 
-  /** Listen to every change and progress report; answers the function that unsubscribes. */
-  subscribe(listener: StoreListener): () => void;
+  /**
+   * Listen to every change and progress report; answers the function that unsubscribes.
+   * `watching` tells a store shared by several servers which jobs someone here watches
+   * (long polls, event streams): it reads those when another server changes them, so
+   * their events carry the whole job; others arrive with their id and status only.
+   */
+  subscribe(listener: StoreListener, options?: SubscribeOptions): () => void;
+
+  /** The servers sharing this store, seen within the last three lease periods (null: this process only). */
+  nodes?(): Promise<NodeInfo[]>;
 
   /** Whether writes can be stored now (false while the store thread or database is down). */
   readonly available: boolean;
@@ -219,14 +227,36 @@ export interface QueueCounts {
  * wants it (most changes have nobody watching).
  */
 export type StoreEvent =
-  | { kind: 'changed'; id: string; type: string; status: JobStatus; job: () => Job }
+  /**
+   * `remote`: another server made the change (it already counted it in its metrics and
+   * stopped its own attempts); `job()` of a remote change is whole only for watched jobs.
+   */
+  | { kind: 'changed'; id: string; type: string; status: JobStatus; job: () => Job; remote?: boolean }
   | { kind: 'progress'; id: string; attempt: number; progress: Progress; job: () => Job }
   /** A claim of this process that the store could not keep (its transaction was lost): abandon the attempt. */
   | { kind: 'lost'; id: string; attempt: number }
-  /** The store takes claims again (after a restart or a rebuild): ready jobs may be waiting. */
-  | { kind: 'ready' };
+  /** The store takes claims again (after a restart or a rebuild), or another server made jobs ready. */
+  | { kind: 'ready' }
+  /** Another server paused or resumed dispatch. */
+  | { kind: 'paused'; paused: boolean };
 
 export type StoreListener = (event: StoreEvent) => void;
+
+export interface SubscribeOptions {
+  watching?(id: string): boolean;
+}
+
+/** A server of a shared store (GET /v1/nodes). */
+export interface NodeInfo {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  threads: number;
+  busy: number;
+  startedAt: number;
+  lastSeenAt: number;
+}
 
 export interface StoreOptions {
   /** Pending jobs admitted at most. */

@@ -56,10 +56,10 @@ export class TestClock {
 }
 
 let sequence = 0;
-/** Ids that sort in creation order, like the UUIDv7 ids the scheduler makes. */
+/** UUIDs that sort in creation order, like the UUIDv7 ids the scheduler makes. */
 export function nextId(): string {
   sequence++;
-  return `job-${String(sequence).padStart(9, '0')}`;
+  return `00000000-0000-7000-8000-${String(sequence).padStart(12, '0')}`;
 }
 
 export function newJob(overrides: Partial<NewJob> = {}): NewJob {

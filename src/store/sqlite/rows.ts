@@ -1,5 +1,6 @@
 import type { Jitter, Job, JobError, JobStatus, JobSummary, Progress } from '../../jobs/model.js';
 import { StoreError } from '../errors.js';
+import type { ExpiredAttempt } from '../store.js';
 import type { JobWire } from './protocol.js';
 
 /** A row of `jobs` as SQLite returns it. */
@@ -32,6 +33,35 @@ export interface JobRow {
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
+
+/** What the rescuer needs of a running job whose lease ran out. */
+export interface ExpiredRow {
+  id: string;
+  type: string;
+  lease_owner: string;
+  attempts: number;
+  max_attempts: number;
+  backoff_initial_ms: number;
+  backoff_factor: number;
+  backoff_max_ms: number;
+  backoff_jitter: Jitter;
+}
+
+export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
+  return {
+    id: row.id,
+    type: row.type,
+    owner: row.lease_owner,
+    attempt: row.attempts,
+    maxAttempts: row.max_attempts,
+    backoff: {
+      initialMs: row.backoff_initial_ms,
+      factor: row.backoff_factor,
+      maxMs: row.backoff_max_ms,
+      jitter: row.backoff_jitter,
+    },
+  };
+}
 
 export const SUMMARY_COLUMNS =
   'id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, ' +

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { Jitter, JobStatus } from '../../jobs/model.js';
-import { type JobRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
+import type { JobStatus } from '../../jobs/model.js';
+import { type ExpiredRow, type JobRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
 
 /** What the store uses of a prepared statement. */
 export interface Statement<R = unknown> {
@@ -13,18 +13,6 @@ const CLEAR_LEASE = 'lease_owner = NULL, lease_expires_at = NULL';
 
 /** The running-row fence of a finish: job, attempt, owner and status. */
 const FENCE = `id = ? AND status = 'running' AND attempts = ? AND lease_owner = ?`;
-
-export interface ExpiredRow {
-  id: string;
-  type: string;
-  lease_owner: string;
-  attempts: number;
-  max_attempts: number;
-  backoff_initial_ms: number;
-  backoff_factor: number;
-  backoff_max_ms: number;
-  backoff_jitter: Jitter;
-}
 
 export type Statements = ReturnType<typeof prepareStatements>;
 

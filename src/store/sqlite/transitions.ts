@@ -16,6 +16,7 @@
  */
 import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
+import { dependencyMessage, invalidState, retryTarget } from '../rules.js';
 import type { ExpiredAttempt, InvalidState, ListFilter, Page } from '../store.js';
 import type {
   Answers,
@@ -28,7 +29,16 @@ import type {
   JobWire,
   Snapshot,
 } from './protocol.js';
-import { decodeCursor, encodeCursor, parseDependsOn, parseJson, type SummaryRow, toSummary, toWire } from './rows.js';
+import {
+  decodeCursor,
+  encodeCursor,
+  parseDependsOn,
+  parseJson,
+  type SummaryRow,
+  toExpiredAttempt,
+  toSummary,
+  toWire,
+} from './rows.js';
 import type { Statements } from './statements.js';
 
 export class SqliteTransitions {
@@ -369,24 +379,10 @@ export class SqliteTransitions {
   retry(id: string, now: number): ChangesWire | InvalidState | null {
     const state = this.#s.selectState.get(id);
     if (state === undefined) return null;
-    if (state.status !== 'failed' && state.status !== 'cancelled') {
-      return invalidState(state.status, `job is ${state.status}; only a failed or cancelled job can be retried`);
-    }
-    let waiting = false;
     const dependsOn = parseDependsOn(state.depends_on);
-    for (const parent of dependsOn) {
-      const status = this.#s.selectStatus.get(parent);
-      if (status === undefined) {
-        return invalidState(state.status, `dependency ${parent} no longer exists, so the job cannot be retried`);
-      }
-      if (status === 'failed' || status === 'cancelled') {
-        return invalidState(
-          state.status,
-          `dependency ${parent} is ${status}; retry it first, then this job (it would otherwise wait forever)`,
-        );
-      }
-      if (status !== 'completed') waiting = true;
-    }
+    const target = retryTarget(state.status, dependsOn, (parent) => this.#s.selectStatus.get(parent));
+    if (typeof target !== 'string') return target;
+    const waiting = target === 'waiting';
     const row = waiting
       ? this.#s.retry.get('waiting', null, id, state.status)
       : this.#s.retry.get('queued', now, id, state.status);
@@ -427,19 +423,7 @@ export class SqliteTransitions {
   }
 
   expired(now: number, limit: number): ExpiredAttempt[] {
-    return this.#s.selectExpired.all(now, limit).map((row) => ({
-      id: row.id,
-      type: row.type,
-      owner: row.lease_owner,
-      attempt: row.attempts,
-      maxAttempts: row.max_attempts,
-      backoff: {
-        initialMs: row.backoff_initial_ms,
-        factor: row.backoff_factor,
-        maxMs: row.backoff_max_ms,
-        jitter: row.backoff_jitter,
-      },
-    }));
+    return this.#s.selectExpired.all(now, limit).map(toExpiredAttempt);
   }
 
   purge(status: JobStatus, olderThan: number, limit: number): number {
@@ -498,14 +482,6 @@ export class SqliteTransitions {
       if (to === 'queued') this.#queuedByPriority[priority] = (this.#queuedByPriority[priority] ?? 0) + 1;
     }
   }
-}
-
-function dependencyMessage(parentId: string, status: JobStatus): string {
-  return status === 'cancelled' ? `dependency ${parentId} was cancelled` : `dependency ${parentId} failed`;
-}
-
-function invalidState(status: JobStatus, message: string): InvalidState {
-  return { invalidState: true, status, message };
 }
 
 function isPending(status: JobStatus): boolean {

@@ -1,0 +1,43 @@
+import type { JobStatus } from '../jobs/model.js';
+import type { InvalidState } from './store.js';
+
+/** Rules of the job state machine that every store applies the same way. */
+
+export function invalidState(status: JobStatus, message: string): InvalidState {
+  return { invalidState: true, status, message };
+}
+
+/** The message of a dependent failed because `parentId` ended as `status`. */
+export function dependencyMessage(parentId: string, status: JobStatus): string {
+  return status === 'cancelled' ? `dependency ${parentId} was cancelled` : `dependency ${parentId} failed`;
+}
+
+/**
+ * What a retry of a job in `status` makes of it, given the statuses of its dependencies
+ * (undefined: the dependency no longer exists): `queued`, `waiting` while a dependency
+ * is not completed yet, or why it cannot be retried.
+ */
+export function retryTarget(
+  status: JobStatus,
+  dependsOn: readonly string[],
+  statusOf: (id: string) => JobStatus | undefined,
+): 'queued' | 'waiting' | InvalidState {
+  if (status !== 'failed' && status !== 'cancelled') {
+    return invalidState(status, `job is ${status}; only a failed or cancelled job can be retried`);
+  }
+  let waiting = false;
+  for (const parent of dependsOn) {
+    const parentStatus = statusOf(parent);
+    if (parentStatus === undefined) {
+      return invalidState(status, `dependency ${parent} no longer exists, so the job cannot be retried`);
+    }
+    if (parentStatus === 'failed' || parentStatus === 'cancelled') {
+      return invalidState(
+        status,
+        `dependency ${parent} is ${parentStatus}; retry it first, then this job (it would otherwise wait forever)`,
+      );
+    }
+    if (parentStatus !== 'completed') waiting = true;
+  }
+  return waiting ? 'waiting' : 'queued';
+}
