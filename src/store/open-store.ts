@@ -1,4 +1,5 @@
 import { StoreError } from './errors.js';
+import { PostgresStore } from './postgres/store.js';
 import { SqliteStore } from './sqlite/store.js';
 import type { JobStore } from './store.js';
 
@@ -7,12 +8,19 @@ export interface OpenStoreOptions {
   capacity: number;
   /** PRAGMA synchronous of the sqlite store (KILN_SQLITE_SYNC); ignored by the others. */
   sqliteSync: 'full' | 'normal';
+  /** The PostgreSQL store's pool size and schema (KILN_PG_POOL_SIZE, KILN_PG_SCHEMA). */
+  pgPoolSize?: number;
+  pgSchema?: string;
+  /** This server's worker threads and lease length, reported to the other servers. */
+  threads?: number;
+  leaseMs?: number;
+  version?: string;
 }
 
 /**
  * Opens the store a KILN_STORE value names: `sqlite:<path>` (also `sqlite://<path>`),
  * `memory` (the SQLite store on a private in-memory database: the same implementation,
- * nothing written to disk, gone when the process exits), or `postgres://…` (not built yet).
+ * nothing written to disk, gone when the process exits), or `postgres://…` (many servers on one database).
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<JobStore> {
   if (url === 'memory') return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal' });
@@ -25,11 +33,15 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
-    // The URL is not echoed: it may hold a password.
-    throw new StoreError(
-      'invalid_store_url',
-      'KILN_STORE names a PostgreSQL database, but PostgreSQL support is not built yet; use sqlite:<path> or memory',
-    );
+    return PostgresStore.open({
+      url,
+      capacity: options.capacity,
+      schema: options.pgSchema ?? 'kiln',
+      poolSize: options.pgPoolSize ?? 10,
+      ...(options.threads === undefined ? {} : { threads: options.threads }),
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+      ...(options.version === undefined ? {} : { version: options.version }),
+    });
   }
   throw new StoreError(
     'invalid_store_url',

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { openStore } from '../../src/store/open-store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { insertOne, mustGet } from './conformance.js';
@@ -33,13 +34,31 @@ describe('openStore', () => {
     assert.ok(existsSync(join(dir, 'b.db')));
   });
 
-  it('says PostgreSQL is not built yet, without echoing the URL', async () => {
-    await assert.rejects(openStore('postgres://kiln:s3cret@db/kiln', { capacity: 5, sqliteSync: 'full' }), (error) => {
-      assert.ok(error instanceof Error);
-      assert.match(error.message, /PostgreSQL support is not built yet/);
-      assert.doesNotMatch(error.message, /s3cret/);
-      return true;
-    });
+  it('opens a PostgreSQL store in the schema it is given, creating it', async () => {
+    const schema = freshSchemaName();
+    try {
+      const store = await openStore(TEST_PG_URL, { capacity: 5, sqliteSync: 'full', pgSchema: schema, pgPoolSize: 2 });
+      try {
+        assert.equal(store.available, true);
+        assert.equal((await store.counts()).pending, 0);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  it('fails to open an unreachable PostgreSQL store as store_unavailable, without echoing the URL', async () => {
+    await assert.rejects(
+      openStore('postgres://kiln:s3cret@127.0.0.1:1/kiln', { capacity: 5, sqliteSync: 'full' }),
+      (error) => {
+        assert.ok(error instanceof Error);
+        assert.equal((error as { code?: string }).code, 'store_unavailable');
+        assert.doesNotMatch(error.message, /s3cret/);
+        return true;
+      },
+    );
   });
 
   it('rejects anything else with invalid_store_url', async () => {

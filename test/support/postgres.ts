@@ -23,3 +23,14 @@ export async function dropSchema(schema: string): Promise<void> {
     await client.end();
   }
 }
+
+/**
+ * The table the test.record fixture task writes each attempt into (job, attempt,
+ * process, start and end by the database's clock).
+ */
+export async function createAttemptsTable(db: pg.ClientBase, table: string): Promise<void> {
+  await db.query(
+    `CREATE TABLE ${table} (n bigserial PRIMARY KEY, job_id uuid NOT NULL, attempt int NOT NULL, pid int NOT NULL,
+       started_at timestamptz NOT NULL, ended_at timestamptz)`,
+  );
+}

@@ -14,21 +14,25 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [{
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Schema names Kiln accepts (KILN_PG_SCHEMA): plain lower-case identifiers. */
-export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+// At most 56 characters, so that the notification channel `<schema>_events` fits PostgreSQL's 63.
+export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,55}$/;
 
 /** Applies the missing steps to `schema`; answers the versions it applied. */
 export async function migrate(client: ClientBase, schema: string): Promise<number[]> {
   if (!SCHEMA_NAME.test(schema)) {
     throw new StoreError(
       'invalid_store_url',
-      `KILN_PG_SCHEMA must be a lower-case identifier (letters, digits, _), got "${schema}"`,
+      `KILN_PG_SCHEMA must be a lower-case identifier (letters, digits, _; at most 56), got "${schema}"`,
     );
   }
   const quoted = `"${schema}"`;
   const key = "('x' || left(md5('kiln:migrate:' || $1::text), 16))::bit(64)::bigint";
   await client.query(`SELECT pg_advisory_lock(${key})`, [schema]);
   try {
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoted}`);
+    // CREATE SCHEMA needs the right to create in the database even when the schema exists:
+    // a role that only owns its schema must be able to start.
+    const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoted}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${quoted}.schema_migrations (
          version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,

@@ -1,0 +1,247 @@
+/**
+ * The statements of the PostgreSQL store, templated once per schema. Every time that
+ * decides something (ready, due, lease expiry, finish, retention) is `now_ms()`, the
+ * database's clock; callers pass durations.
+ */
+
+export const PENDING_SQL = `('waiting', 'scheduled', 'queued', 'retrying')`;
+
+/** Columns of a job as the SQLite store's rows name them (rows.ts maps both). */
+export const SUMMARY_COLUMNS =
+  'id::text AS id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, ' +
+  'backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, ' +
+  'created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at';
+
+export const JOB_COLUMNS = `${SUMMARY_COLUMNS}, payload, result`;
+
+export function statements(schema: string) {
+  const s = `"${schema}"`;
+  const now = `${s}.now_ms()`;
+  const prefixed = (alias: string) =>
+    JOB_COLUMNS.split(', ')
+      .map((column) => (column.startsWith('id::text') ? `${alias}.id::text AS id` : `${alias}.${column}`))
+      .join(', ');
+  return {
+    /**
+     * One statement for a whole request (without idempotency keys or outside parents):
+     * admission against the counted pending jobs, the rows, their dependency edges.
+     * Answers the pending count and one row per inserted job (none when the queue is full).
+     */
+    insert: `
+WITH pending AS (SELECT coalesce(sum(n), 0)::bigint AS n FROM ${s}.counts WHERE status IN ${PENDING_SQL}),
+i AS (
+  SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
+    $1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::int[], $8::bigint[],
+    $9::bigint[], $10::float8[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
+    $16::bigint[], $17::bigint[]) WITH ORDINALITY
+    AS i(id, type, decided, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
+         backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at,
+         created_at, ord)),
+ins AS (
+  INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
+    backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at, created_at,
+    finished_at, ready_at, ready_seq)
+  SELECT id, type,
+    CASE WHEN decided <> 'ready' THEN decided WHEN due_later THEN 'scheduled' ELSE 'queued' END,
+    priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, backoff_max_ms,
+    backoff_jitter, idempotency_key, depends_on, metadata,
+    CASE WHEN decided = 'waiting' OR (decided = 'ready' AND due_later) THEN run_at END,
+    created_at,
+    CASE WHEN decided = 'failed' THEN ${now} END,
+    CASE WHEN decided = 'ready' AND NOT due_later THEN ${now} END,
+    CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END
+  FROM i WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
+  ORDER BY ord
+  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING id::text AS id, status, run_at, ready_at, finished_at),
+deps AS (
+  INSERT INTO ${s}.job_deps (child, parent, position)
+  SELECT d.child, d.parent, d.position FROM unnest($20::uuid[], $21::uuid[], $22::smallint[]) AS d(child, parent, position)
+  WHERE d.child IN (SELECT id::uuid FROM ins))
+SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`,
+
+    /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
+    byKeys: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE idempotency_key = ANY($1::text[]) FOR SHARE`,
+    /** Outside parents, locked so a parent cannot finish unseen while its child is inserted. */
+    lockParents: `SELECT id::text AS id, status FROM ${s}.jobs WHERE id = ANY($1::uuid[]) FOR SHARE`,
+
+    /** Due jobs become queued, ready since their runAt; the last row answers the next due time. */
+    promote: `
+WITH due AS MATERIALIZED (
+  SELECT id FROM ${s}.jobs WHERE status IN ('scheduled', 'retrying') AND run_at <= ${now}
+  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED),
+promoted AS (
+  UPDATE ${s}.jobs j SET status = 'queued', ready_at = j.run_at, ready_seq = nextval('${s}.ready_order'), run_at = NULL
+  FROM due WHERE j.id = due.id
+  RETURNING j.id::text AS id, j.type)
+SELECT id, type, NULL::bigint AS next_due FROM promoted
+UNION ALL
+SELECT NULL, NULL, (SELECT min(run_at) FROM ${s}.jobs
+                    WHERE status IN ('scheduled', 'retrying') AND id NOT IN (SELECT id FROM due))`,
+
+    nextDue: `SELECT min(run_at) AS at FROM ${s}.jobs WHERE status IN ('scheduled', 'retrying')`,
+
+    /**
+     * The claim: the best queued jobs in index order ($2 of them), skipping rows other
+     * claimers hold, become running under the owner's lease ($1, $3 ms). Nothing while
+     * dispatch is paused cluster-wide.
+     */
+    claim: `
+WITH picked AS MATERIALIZED (
+  SELECT id, started_at AS previous_start FROM ${s}.jobs
+  WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+  ORDER BY priority DESC, ready_at, ready_seq
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
+  lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
+FROM picked WHERE j.id = picked.id
+RETURNING picked.previous_start, j.ready_seq, ${prefixed('j')}`,
+
+    /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
+    claimCandidates: `
+SELECT id::text AS id, type FROM ${s}.jobs
+WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY priority DESC, ready_at, ready_seq
+LIMIT $1
+FOR UPDATE SKIP LOCKED`,
+
+    /** The chosen candidates, found by id alone (never by status: see the finish function). */
+    claimIds: `
+WITH picked AS MATERIALIZED (
+  SELECT r.tid, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
+    SELECT j.ctid AS tid, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'queued')
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
+  lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
+FROM picked WHERE j.ctid = picked.tid
+RETURNING picked.previous_start, j.ready_seq, ${prefixed('j')}`,
+
+    parents: `SELECT id::text AS id, type, result FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
+
+    /**
+     * Renews the owner's leases on the ids it names (a lease that ran out but was not yet
+     * rescued is renewed: the rescue's fence then fails) and records the node.
+     */
+    heartbeat: `
+WITH held AS MATERIALIZED (
+  SELECT r.tid FROM (SELECT id FROM unnest($2::uuid[]) AS u(id) ORDER BY id) AS i CROSS JOIN LATERAL (
+    SELECT j.ctid AS tid, j.status, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'running' AND r.lease_owner = $1),
+renewed AS (
+  UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3 FROM held WHERE j.ctid = held.tid
+  RETURNING j.id::text AS id),
+node AS (
+  INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at)
+  VALUES ($1, $4, $5, $6, $7, $8, ${now}, ${now})
+  ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, busy = excluded.busy,
+    threads = excluded.threads, stopped_at = NULL)
+SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now`,
+
+    progress: `
+WITH held AS MATERIALIZED (
+  SELECT r.tid, i.progress FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[]) AS i(id, attempt, owner, progress)
+  CROSS JOIN LATERAL (
+    SELECT j.ctid AS tid, j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
+UPDATE ${s}.jobs j SET progress = held.progress FROM held WHERE j.ctid = held.tid`,
+
+    finish: `SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
+  is_other FROM ${s}.finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+  $8::bigint[], $9::boolean[], $10::bigint[])`,
+
+    release: `
+WITH held AS MATERIALIZED (
+  SELECT r.tid, i.previous_start
+  FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, previous_start)
+  CROSS JOIN LATERAL (
+    SELECT j.ctid AS tid, j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
+UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = held.previous_start,
+  lease_owner = NULL, lease_expires_at = NULL
+FROM held WHERE j.ctid = held.tid
+RETURNING ${prefixed('j')}`,
+
+    lockJob: `SELECT status, attempts, depends_on FROM ${s}.jobs WHERE id = $1 FOR UPDATE`,
+    cancel: `
+UPDATE ${s}.jobs SET status = 'cancelled', error = $2, finished_at = ${now}, run_at = NULL, lease_owner = NULL,
+  lease_expires_at = NULL
+WHERE id = $1 RETURNING ${JOB_COLUMNS}`,
+    failDependents: `SELECT ${JOB_COLUMNS} FROM ${s}.fail_dependents($1::uuid[], $2)`,
+    retry: `
+UPDATE ${s}.jobs SET status = $2, ready_at = CASE WHEN $2 = 'queued' THEN ${now} END,
+  ready_seq = CASE WHEN $2 = 'queued' THEN nextval('${s}.ready_order') END, attempts = 0,
+  finished_at = NULL, result = NULL, progress = NULL, run_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+WHERE id = $1 RETURNING ${JOB_COLUMNS}`,
+    remove: `
+WITH gone AS (DELETE FROM ${s}.jobs WHERE id = $1 AND status IN ('completed', 'failed', 'cancelled') RETURNING id)
+DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone)`,
+    statusOf: `SELECT status FROM ${s}.jobs WHERE id = $1`,
+
+    get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
+    getMany: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
+
+    counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
+    /** When the oldest queued job became ready: one probe of the claim index per priority. */
+    oldestQueued: `
+SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
+LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p.priority
+         ORDER BY priority DESC, ready_at, ready_seq LIMIT 1) AS q`,
+
+    paused: `SELECT value FROM ${s}.settings WHERE key = 'paused'`,
+    setPaused: `INSERT INTO ${s}.settings (key, value) VALUES ('paused', $1)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+
+    expired: `
+SELECT id::text AS id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
+  backoff_jitter
+FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at < ${now}
+ORDER BY lease_expires_at LIMIT $1`,
+
+    /** A batch of the oldest terminal jobs past their retention; their edges go with them. */
+    purge: `
+WITH gone AS (
+  DELETE FROM ${s}.jobs WHERE id IN (
+    SELECT id FROM ${s}.jobs WHERE status = $1 AND finished_at IS NOT NULL AND finished_at < ${now} - $2
+    ORDER BY finished_at LIMIT $3)
+  RETURNING id),
+edges AS (DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone))
+SELECT count(*)::int AS n FROM gone`,
+
+    nodes: `
+SELECT id, host, pid, version, threads, busy, started_at, last_seen_at FROM ${s}.nodes
+WHERE stopped_at IS NULL AND last_seen_at > ${now} - $1 ORDER BY started_at, id`,
+    stopNode: `UPDATE ${s}.nodes SET stopped_at = ${now}, busy = 0 WHERE id = ANY($1::text[])`,
+
+    /** Folds the count rows of connections that are gone into slot 0, so the table stays small. */
+    foldCounts: `
+WITH gone AS (
+  DELETE FROM ${s}.counts WHERE slot <> 0 AND slot NOT IN (SELECT pid FROM pg_stat_activity)
+  RETURNING status, priority, n)
+INSERT INTO ${s}.counts (slot, status, priority, n)
+SELECT 0, status, priority, sum(n) FROM gone GROUP BY status, priority
+ON CONFLICT (slot, status, priority) DO UPDATE SET n = ${s}.counts.n + excluded.n`,
+
+    /**
+     * Takes the upkeep lock if no other server holds it (a session lock, given back by
+     * upkeepDone on the same connection) and says whether `jobs` wants ANALYZE (1,000
+     * changes and a tenth of its rows since the last) or VACUUM (10,000 dead row versions
+     * and a fifth of its live ones), by the table's own statistics counters.
+     */
+    upkeepDue: `
+SELECT locked,
+  locked AND coalesce(s.n_mod_since_analyze > greatest(1000, s.n_live_tup / 10), false) AS analyze,
+  locked AND coalesce(s.n_dead_tup > greatest(10000, s.n_live_tup / 5), false) AS vacuum
+FROM (SELECT pg_try_advisory_lock(('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint) AS locked) l
+LEFT JOIN pg_stat_user_tables s ON s.schemaname = '${schema}' AND s.relname = 'jobs'`,
+    upkeepDone: `SELECT pg_advisory_unlock(('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint)`,
+    analyze: `ANALYZE ${s}.jobs`,
+    vacuum: `VACUUM (ANALYZE, SKIP_LOCKED) ${s}.jobs`,
+
+    list: (where: string[], limitParam: number) =>
+      `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+ORDER BY id DESC LIMIT $${limitParam}`,
+  };
+}
+
+export type Statements = ReturnType<typeof statements>;

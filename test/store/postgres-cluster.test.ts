@@ -1,0 +1,332 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { newJobId } from '../../src/jobs/ids.js';
+import type { NewJob } from '../../src/jobs/model.js';
+import { PostgresStore } from '../../src/store/postgres/store.js';
+import { statements } from '../../src/store/postgres/sql.js';
+import type { JobStore, StoreEvent } from '../../src/store/store.js';
+import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { completed, newJob, OWNER, rescueOnce } from './conformance.js';
+
+/**
+ * Several PostgreSQL stores on one schema, as several servers use it: what one does,
+ * the others hear of; races that only a shared database has (claims, rescue against
+ * the owner, parents finishing while children are inserted) end one way only.
+ */
+const schemas: string[] = [];
+const stores: JobStore[] = [];
+after(async () => {
+  for (const store of stores.splice(0)) await store.close();
+  for (const schema of schemas) await dropSchema(schema);
+});
+
+async function cluster(n: number, capacity = 1_000_000): Promise<{ schema: string; nodes: PostgresStore[] }> {
+  const schema = freshSchemaName();
+  schemas.push(schema);
+  const nodes: PostgresStore[] = [];
+  for (let i = 0; i < n; i++) {
+    const store = await PostgresStore.open({ url: TEST_PG_URL, schema, poolSize: 4, capacity, pollMs: 60_000 });
+    stores.push(store);
+    nodes.push(store);
+  }
+  return { schema, nodes };
+}
+
+/** A job as the scheduler makes them: a UUIDv7 and the store's clock. */
+function job(overrides: Partial<NewJob> = {}): NewJob {
+  return newJob({ id: newJobId(), createdAt: Date.now(), ...overrides });
+}
+
+async function insert(store: JobStore, jobs: NewJob[]): Promise<void> {
+  const result = await store.insert(jobs);
+  assert.equal(result.ok, true, JSON.stringify(result));
+}
+
+/** Resolves with the first event `store` publishes that `match` accepts. */
+function nextEvent(
+  store: JobStore,
+  match: (event: StoreEvent) => boolean,
+  watching: (id: string) => boolean = () => true,
+): Promise<StoreEvent> {
+  return new Promise((resolve) => {
+    const stop = store.subscribe(
+      (event) => {
+        if (!match(event)) return;
+        stop();
+        resolve(event);
+      },
+      { watching },
+    );
+  });
+}
+
+describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
+  it(
+    'tells the others of every change, reading the whole job for the ones they watch',
+    { timeout: 120_000 },
+    async () => {
+      const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+      const input = job();
+      const seen: string[] = [];
+      const stop = b.subscribe(
+        (event) => {
+          if (event.kind === 'changed' && event.id === input.id) seen.push(`${event.status}:${event.remote === true}`);
+        },
+        { watching: (id) => id === input.id },
+      );
+      const done = nextEvent(b, (e) => e.kind === 'changed' && e.id === input.id && e.status === 'completed');
+      await insert(a, [input]);
+      const [[claimed]] = (await a.claim({ owner: OWNER, leaseMs: 60_000, batches: 1, micro: null })) as [[never]];
+      assert.ok(claimed);
+      a.progress(input.id, 1, OWNER, { percent: 50, message: 'half' });
+      const progress = await nextEvent(b, (e) => e.kind === 'progress' && e.id === input.id);
+      assert.equal(progress.kind === 'progress' && progress.progress.percent, 50);
+      await a.finish([{ id: input.id, attempt: 1, owner: OWNER, outcome: completed({ answer: 42 }) }]);
+      const event = await done;
+      assert.ok(event.kind === 'changed');
+      assert.equal(event.remote, true);
+      assert.deepEqual(event.job().result, { answer: 42 });
+      assert.deepEqual(event.job().progress, { percent: 50, message: 'half' });
+      stop();
+      assert.deepEqual(seen, ['queued:true', 'running:true', 'completed:true']);
+    },
+  );
+
+  it(
+    'pauses every store at once: the claim itself refuses while paused, and the others hear of it',
+    { timeout: 120_000 },
+    async () => {
+      const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+      await insert(b, [job()]);
+      const heard = nextEvent(b, (e) => e.kind === 'paused');
+      await a.setPaused(true);
+      // b has not heard yet, or has: either way its claim takes nothing.
+      assert.deepEqual(await b.claim({ owner: 'b', leaseMs: 60_000, batches: 4, micro: null }), []);
+      const event = await heard;
+      assert.deepEqual(event, { kind: 'paused', paused: true });
+      assert.equal(await b.paused(), true);
+      await a.setPaused(false);
+      assert.equal((await b.claim({ owner: 'b', leaseMs: 60_000, batches: 4, micro: null })).length, 1);
+    },
+  );
+
+  it(
+    'hands every job to exactly one of several stores claiming at once, and keeps the counts exact',
+    { timeout: 120_000 },
+    async () => {
+      const { schema, nodes } = await cluster(4);
+      const first = nodes[0] as PostgresStore;
+      const all = Array.from({ length: 2000 }, (_, i) => job({ priority: i % 10 }));
+      for (let i = 0; i < all.length; i += 500) await insert(first, all.slice(i, i + 500));
+      const taken = new Map<string, string>();
+      await Promise.all(
+        nodes.map(async (store, n) => {
+          for (;;) {
+            const micro =
+              n % 2 === 0
+                ? null
+                : { costs: new Map([['test.echo', 0.1]]), budgetMs: 1, maxJobs: 8, solo: new Set<string>() };
+            const batches = await store.claim({ owner: `node-${n}`, leaseMs: 60_000, batches: 3, micro });
+            if (batches.length === 0) return;
+            for (const claimed of batches.flat()) {
+              assert.equal(taken.has(claimed.id), false, `${claimed.id} handed out twice`);
+              taken.set(claimed.id, `node-${n}`);
+            }
+          }
+        }),
+      );
+      assert.equal(taken.size, all.length);
+      const db = await connect();
+      try {
+        const real = await db.query<{ status: string; n: number }>(
+          `SELECT status, count(*)::int AS n FROM "${schema}".jobs GROUP BY status`,
+        );
+        const counts = await first.counts();
+        assert.deepEqual(
+          real.rows.map((row) => [row.status, row.n]),
+          [['running', all.length]],
+        );
+        assert.equal(counts.byStatus.running, all.length);
+        assert.equal(counts.pending, 0);
+      } finally {
+        await db.end();
+      }
+    },
+  );
+
+  it('lets exactly one of the owner’s finish and a rescue win, raced many times', { timeout: 120_000 }, async () => {
+    const [owner, rescuer] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+    let ownerWon = 0;
+    let rescueWon = 0;
+    for (let round = 0; round < 100; round++) {
+      const input = job();
+      await insert(owner, [input]);
+      await owner.claim({ owner: 'owner', leaseMs: 1, batches: 1, micro: null });
+      // The lease (1 ms) has run out by the database's clock once the rescuer lists it.
+      while ((await rescuer.expiredLeases(10)).every((e) => e.id !== input.id));
+      const [mine, rescue] = await Promise.all([
+        owner.finish([{ id: input.id, attempt: 1, owner: 'owner', outcome: completed(round) }]),
+        rescuer.finish([
+          {
+            id: input.id,
+            attempt: 1,
+            owner: 'owner',
+            expired: true,
+            outcome: {
+              kind: 'failed',
+              error: { code: 'interrupted', message: 'lease expired', attempt: 1 },
+              retryAt: rescuer.now() + 60_000,
+            },
+          },
+        ]),
+      ]);
+      assert.equal((mine[0] === null) !== (rescue[0] === null), true, `round ${round}: exactly one wins`);
+      if (mine[0] !== null) ownerWon++;
+      else rescueWon++;
+      const stored = await owner.get(input.id);
+      assert.equal(stored?.status, mine[0] !== null ? 'completed' : 'retrying');
+    }
+    assert.equal(ownerWon + rescueWon, 100);
+  });
+
+  it(
+    'never leaves a child waiting when its parent completes while the child is inserted elsewhere',
+    { timeout: 120_000 },
+    async () => {
+      const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+      for (let round = 0; round < 100; round++) {
+        const parent = job();
+        await insert(a, [parent]);
+        await a.claim({ owner: 'a', leaseMs: 60_000, batches: 1, micro: null });
+        const child = job({ dependsOn: [parent.id] });
+        await Promise.all([
+          a.finish([{ id: parent.id, attempt: 1, owner: 'a', outcome: completed(round) }]),
+          insert(b, [child]),
+        ]);
+        assert.equal((await b.get(child.id))?.status, 'queued', `round ${round}`);
+        const [[claimed]] = (await b.claim({ owner: 'b', leaseMs: 60_000, batches: 1, micro: null })) as [[never]];
+        assert.ok(claimed);
+        await b.finish([{ id: child.id, attempt: 1, owner: 'b', outcome: completed(null) }]);
+      }
+    },
+  );
+
+  it('releases a child once when its two parents complete at once on two stores', { timeout: 120_000 }, async () => {
+    const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+    for (let round = 0; round < 100; round++) {
+      const p1 = job();
+      const p2 = job();
+      const child = job({ dependsOn: [p1.id, p2.id] });
+      await insert(a, [p1, p2, child]);
+      const claimedA = (await a.claim({ owner: 'a', leaseMs: 60_000, batches: 1, micro: null })).flat();
+      const claimedB = (await b.claim({ owner: 'b', leaseMs: 60_000, batches: 1, micro: null })).flat();
+      assert.equal(claimedA.length + claimedB.length, 2);
+      await Promise.all([
+        a.finish(claimedA.map((c) => ({ id: c.id, attempt: 1, owner: 'a', outcome: completed(1) }))),
+        b.finish(claimedB.map((c) => ({ id: c.id, attempt: 1, owner: 'b', outcome: completed(2) }))),
+      ]);
+      assert.equal((await a.get(child.id))?.status, 'queued', `round ${round}`);
+      const [[c]] = (await a.claim({ owner: 'a', leaseMs: 60_000, batches: 1, micro: null })) as [[never]];
+      assert.ok(c);
+      await a.finish([{ id: child.id, attempt: 1, owner: 'a', outcome: completed(null) }]);
+    }
+  });
+
+  it(
+    'rescues a lease back-dated in the table once, and the owner then hears it lost the job',
+    { timeout: 120_000 },
+    async () => {
+      const { schema, nodes } = await cluster(2);
+      const [owner, peer] = nodes as [PostgresStore, PostgresStore];
+      const input = job({ maxAttempts: 3 });
+      await insert(owner, [input]);
+      await owner.claim({ owner: 'owner', leaseMs: 60_000, batches: 1, micro: null });
+      assert.deepEqual(await peer.expiredLeases(10), []);
+      const db = await connect();
+      try {
+        await db.query(`UPDATE "${schema}".jobs SET lease_expires_at = "${schema}".now_ms() - 1000 WHERE id = $1`, [
+          input.id,
+        ]);
+      } finally {
+        await db.end();
+      }
+      assert.equal(await rescueOnce(peer), 1);
+      assert.equal(await rescueOnce(peer), 0);
+      const rescued = await peer.get(input.id);
+      assert.equal(rescued?.status, 'retrying');
+      assert.equal(rescued?.error?.code, 'interrupted');
+      assert.deepEqual(await owner.heartbeat('owner', [input.id], 60_000), [input.id]);
+      assert.deepEqual(await owner.finish([{ id: input.id, attempt: 1, owner: 'owner', outcome: completed('late') }]), [
+        null,
+      ]);
+    },
+  );
+
+  it(
+    'keeps the statistics of a busy jobs table fresh even where autovacuum does not come',
+    { timeout: 120_000 },
+    async () => {
+      const { schema, nodes } = await cluster(2);
+      const [a] = nodes as [PostgresStore];
+      for (let i = 0; i < 3; i++)
+        await insert(
+          a,
+          Array.from({ length: 1000 }, () => job()),
+        );
+      const db = await connect();
+      try {
+        const autovacuum = (
+          await db.query<{ setting: string }>(`SELECT setting FROM pg_settings WHERE name = 'autovacuum'`)
+        ).rows[0]?.setting;
+        // One of the two stores (whichever takes the upkeep lock) analyzes within seconds.
+        for (;;) {
+          const stats = await db.query<{ manual: Date | null; auto: Date | null }>(
+            `SELECT last_analyze AS manual, last_autoanalyze AS auto FROM pg_stat_user_tables
+           WHERE schemaname = $1 AND relname = 'jobs'`,
+            [schema],
+          );
+          const row = stats.rows[0];
+          if (row?.manual != null || (autovacuum === 'on' && row?.auto != null)) break;
+          await sleep(100);
+        }
+      } finally {
+        await db.end();
+      }
+    },
+  );
+
+  it('claims through the claim index in order, with no sort, over a large backlog', { timeout: 120_000 }, async () => {
+    const { schema } = await cluster(1);
+    const db = await connect();
+    try {
+      await db.query(
+        `INSERT INTO "${schema}".jobs (id, type, status, priority, payload, max_attempts, timeout_ms, backoff_initial_ms,
+           backoff_factor, backoff_max_ms, backoff_jitter, created_at, ready_at, ready_seq)
+         SELECT gen_random_uuid(), 'noop', 'queued', (g % 10), '{}', 3, 1000, 100, 2, 1000, 'none', g, g, g
+         FROM generate_series(1, 50000) AS g`,
+      );
+      await db.query(`ANALYZE "${schema}".jobs`);
+      const sql = statements(schema);
+      const explain = async (text: string, params: unknown[]) => {
+        await db.query('BEGIN');
+        try {
+          const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+          return JSON.stringify(plan.rows[0]?.['QUERY PLAN']);
+        } finally {
+          await db.query('ROLLBACK');
+        }
+      };
+      for (const [name, text, params] of [
+        ['claim', sql.claim, ['n', 10, 1000]],
+        ['micro-batch candidates', sql.claimCandidates, [64]],
+      ] as const) {
+        const plan = await explain(text, [...params]);
+        assert.match(plan, /"Index Name":"jobs_claim"/, `${name} reads jobs_claim: ${plan}`);
+        assert.doesNotMatch(plan, /"Node Type":"Sort"/, `${name} sorts: ${plan}`);
+      }
+    } finally {
+      await db.end();
+    }
+  });
+});
