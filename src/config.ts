@@ -52,6 +52,19 @@ const storeUrl = z
     return z.NEVER;
   });
 
+const pgSchema = z
+  .string()
+  .optional()
+  .transform((raw, ctx) => {
+    const value = raw?.trim() || 'kiln';
+    if (/^[a-z_][a-z0-9_]{0,55}$/.test(value)) return value;
+    ctx.addIssue({
+      code: 'custom',
+      message: `KILN_PG_SCHEMA must be a lower-case identifier (letters, digits, _; at most 56), got ${JSON.stringify(raw)}`,
+    });
+    return z.NEVER;
+  });
+
 const tokens = z
   .string()
   .optional()
@@ -72,6 +85,9 @@ const host = z
   .optional()
   .transform((raw) => (raw === undefined || raw.trim() === '' ? '127.0.0.1' : raw.trim()));
 
+/** The environment variables Kiln reads. */
+export const ENV_VARS: readonly string[] = Object.keys(envSchema().shape);
+
 /** Environment → Config. Defaults live here and nowhere else (DESIGN.md, "Configuration"). */
 function envSchema() {
   return z.object({
@@ -83,6 +99,8 @@ function envSchema() {
     KILN_THREAD_MAX_MEMORY_MB: integer('KILN_THREAD_MAX_MEMORY_MB', 16, 65_536, 512),
     KILN_THREAD_NICE: integer('KILN_THREAD_NICE', 0, 19, 10),
     KILN_SQLITE_SYNC: oneOf('KILN_SQLITE_SYNC', ['full', 'normal'] as const, 'full'),
+    KILN_PG_POOL_SIZE: integer('KILN_PG_POOL_SIZE', 1, 1000, 10),
+    KILN_PG_SCHEMA: pgSchema,
     KILN_TASKS_DIR: optionalPath,
     KILN_API_TOKENS: tokens,
     KILN_MAX_BODY_BYTES: integer('KILN_MAX_BODY_BYTES', 1024, 1024 * 1024 * 1024, 1_048_576),
@@ -103,6 +121,9 @@ export interface Config {
   threadMaxMemoryMb: number;
   threadNice: number;
   sqliteSync: 'full' | 'normal';
+  /** Connections of the PostgreSQL store's pool (besides its listener and heartbeat connections). */
+  pgPoolSize: number;
+  pgSchema: string;
   tasksDir: string | null;
   apiTokens: string[];
   maxBodyBytes: number;
@@ -136,6 +157,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     threadMaxMemoryMb: e.KILN_THREAD_MAX_MEMORY_MB,
     threadNice: e.KILN_THREAD_NICE,
     sqliteSync: e.KILN_SQLITE_SYNC,
+    pgPoolSize: e.KILN_PG_POOL_SIZE,
+    pgSchema: e.KILN_PG_SCHEMA,
     tasksDir: e.KILN_TASKS_DIR,
     apiTokens: e.KILN_API_TOKENS,
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,

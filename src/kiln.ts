@@ -5,6 +5,7 @@ import type { MicroBatchOptions } from './scheduler/micro-batch.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { buildApp, type KilnApp } from './server/app.js';
 import { openStore } from './store/open-store.js';
+import { KILN_VERSION } from './version.js';
 import type { JobStore } from './store/store.js';
 import { WorkerPool } from './workers/pool.js';
 import { loadTasks, type TaskRegistry } from './workers/registry.js';
@@ -37,7 +38,16 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
   const log = parts.logger ?? (pino({ level: config.logLevel }) as FastifyBaseLogger);
   const registry = await loadTasks(config.tasksDir === null ? {} : { tasksDir: config.tasksDir });
   const store =
-    parts.store ?? (await openStore(config.store, { capacity: config.maxQueued, sqliteSync: config.sqliteSync }));
+    parts.store ??
+    (await openStore(config.store, {
+      capacity: config.maxQueued,
+      sqliteSync: config.sqliteSync,
+      pgPoolSize: config.pgPoolSize,
+      pgSchema: config.pgSchema,
+      threads: config.threads,
+      leaseMs: config.leaseMs,
+      version: KILN_VERSION,
+    }));
   let scheduler: Scheduler | null = null;
   const pool = new WorkerPool({
     threads: config.threads,

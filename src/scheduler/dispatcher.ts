@@ -37,6 +37,8 @@ interface Batch {
   /** Jobs cancelled or whose lease was lost while the batch ran: their outcome is dropped. */
   dropped: Set<string>;
   timer: NodeJS.Timeout;
+  /** When this process claimed its jobs (Date.now()): their leases run from then at least. */
+  claimedAt: number;
 }
 
 /**
@@ -107,6 +109,13 @@ export class Dispatcher {
       leaseMs: options.leaseMs,
       running: () => [...this.#byJob.keys(), ...this.#unwritten.keys()],
       lost: (id) => this.abandon(id, 'lease_lost'),
+      held: (id) => {
+        const batch = this.#byJob.get(id);
+        const job = batch?.jobs.find((j) => j.id === id);
+        if (batch !== undefined && job !== undefined) return { attempt: job.attempts, claimedAt: batch.claimedAt };
+        const unwritten = this.#unwritten.get(id);
+        return unwritten === undefined ? undefined : { attempt: unwritten.attempt, claimedAt: 0 };
+      },
       onError: options.onError,
     });
   }
@@ -116,6 +125,8 @@ export class Dispatcher {
     if (this.#started) return;
     this.#started = true;
     this.#paused = await this.#store.paused();
+    // The first heartbeat also makes this server known to the others sharing the store.
+    await this.#leases.beat();
     this.#leases.start();
     this.pump();
   }
@@ -162,6 +173,12 @@ export class Dispatcher {
     this.#paused = true;
   }
 
+  /** Another server paused or resumed dispatch (the store already refuses claims while paused). */
+  pausedElsewhere(paused: boolean): void {
+    this.#paused = paused;
+    if (!paused) this.pump();
+  }
+
   async resume(): Promise<void> {
     await this.#store.setPaused(false);
     this.#paused = false;
@@ -189,6 +206,15 @@ export class Dispatcher {
       if (!batch.recalled && batch.priority < priority && this.#recall(batch)) recalled = true;
     }
     if (recalled) this.pump();
+  }
+
+  /**
+   * Another server changed a job this one runs (a cancel, a rescue): ask the store which
+   * leases still hold, and stop the attempts whose lease is gone. News from other servers
+   * can be late, so it is checked against the store rather than acted on.
+   */
+  checkLeases(): void {
+    if (this.#started && !this.#stopped) void this.#leases.beat();
   }
 
   /** The job reached a terminal status: nothing about it needs remembering. */
@@ -283,21 +309,26 @@ export class Dispatcher {
       this.#dueAt = null;
       return;
     }
-    void this.#store.nextDueAt().then((dueAt) => {
-      if (this.#stopped || this.#paused) return;
-      if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
-      if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-      this.#dueTimer = null;
-      this.#dueAt = dueAt;
-      if (dueAt === null) return;
-      const delay = Math.min(Math.max(0, dueAt - this.#store.now()), 2 ** 31 - 1);
-      this.#dueTimer = setTimeout(() => {
+    void this.#store.nextDueAt().then(
+      (dueAt) => {
+        if (this.#stopped || this.#paused) return;
+        if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
+        if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
         this.#dueTimer = null;
-        this.#dueAt = null;
-        this.pump();
-      }, delay);
-      this.#dueTimer.unref();
-    });
+        this.#dueAt = dueAt;
+        if (dueAt === null) return;
+        const delay = Math.min(Math.max(0, dueAt - this.#store.now()), 2 ** 31 - 1);
+        this.#dueTimer = setTimeout(() => {
+          this.#dueTimer = null;
+          this.#dueAt = null;
+          this.pump();
+        }, delay);
+        this.#dueTimer.unref();
+      },
+      () => {
+        // The store cannot answer now; it says when it is back ('ready'), which pumps and re-arms.
+      },
+    );
   }
 
   #run(jobs: ClaimedJob[]): void {
@@ -313,6 +344,7 @@ export class Dispatcher {
     const batch: Batch = {
       jobs,
       slot,
+      claimedAt: Date.now(),
       recalled: false,
       priority: jobs[0]?.priority ?? 0,
       abortReason: null,

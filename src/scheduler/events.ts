@@ -25,6 +25,11 @@ export class JobEvents {
     };
   }
 
+  /** Whether anyone watches this job. */
+  watching(id: string): boolean {
+    return this.#byId.has(id);
+  }
+
   /** `job` builds the job object; it is called only when someone watches this one. */
   publish(id: string, job: () => Job): void {
     const listeners = this.#byId.get(id);

@@ -8,6 +8,8 @@ export interface LeaseKeeperOptions {
   running(): string[];
   /** The lease of this job is gone (another process may run it): stop the attempt. */
   lost(id: string): void;
+  /** The attempt this process runs of the job now, and when it claimed it (undefined: none). */
+  held(id: string): { attempt: number; claimedAt: number } | undefined;
   onError(message: string, error: unknown): void;
 }
 
@@ -22,6 +24,7 @@ export class LeaseKeeper {
   #timer: NodeJS.Timeout | null = null;
   #renewedAt = 0;
   #beating = false;
+  #again = false;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -39,24 +42,51 @@ export class LeaseKeeper {
     this.#timer = null;
   }
 
-  /** One heartbeat now. */
+  /** One heartbeat now (or right after the one in flight, which may have been sent before the caller's news). */
   async beat(): Promise<void> {
-    if (this.#beating) return;
+    // A heartbeat that hangs (a silent network) must not keep attempts alive either.
+    this.#giveUpStale();
+    if (this.#beating) {
+      this.#again = true;
+      return;
+    }
     this.#beating = true;
     const { store, owner, leaseMs } = this.#options;
     const started = Date.now();
+    const sent = this.#options.running();
+    const attempts = new Map(sent.map((id) => [id, this.#options.held(id)?.attempt]));
     try {
-      const lost = await store.heartbeat(owner, this.#options.running(), leaseMs);
+      const lost = await store.heartbeat(owner, sent, leaseMs);
       this.#renewedAt = started;
-      for (const id of lost) this.#options.lost(id);
+      for (const id of lost) {
+        // Only the attempt the heartbeat asked about: the job may have been given back and
+        // claimed again while it was on its way.
+        if (this.#options.held(id)?.attempt === attempts.get(id)) this.#options.lost(id);
+      }
     } catch (error) {
       this.#options.onError('heartbeat failed', error);
-      // Give up before the store would: at five sixths of a lease without a renewal.
-      if (Date.now() - this.#renewedAt > (leaseMs * 5) / 6) {
-        for (const id of this.#options.running()) this.#options.lost(id);
-      }
+      this.#giveUpStale();
     } finally {
       this.#beating = false;
+      if (this.#again) {
+        this.#again = false;
+        void this.beat();
+      }
+    }
+  }
+
+  /**
+   * Gives up, before the store would, every attempt whose lease was last renewed (or
+   * taken) five sixths of a lease ago: no job runs here under a lease the other servers
+   * may already count as dead.
+   */
+  #giveUpStale(): void {
+    const limit = (this.#options.leaseMs * 5) / 6;
+    const now = Date.now();
+    for (const id of this.#options.running()) {
+      const held = this.#options.held(id);
+      if (held === undefined) continue;
+      if (now - Math.max(this.#renewedAt, held.claimedAt) > limit) this.#options.lost(id);
     }
   }
 }

@@ -9,6 +9,8 @@ export interface GaugeSource {
   capacity: number;
   threads: number;
   busyThreads(): number;
+  /** Live servers sharing the store; absent for a store of one process. */
+  liveNodes?: () => Promise<number>;
 }
 
 const RUN_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
@@ -80,14 +82,22 @@ export class KilnMetrics {
     });
     for (const reason of ['queue_full', 'shutting_down']) this.#rejected.inc({ reason }, 0);
 
-    // Gauges share one read of the counts per scrape.
-    let snapshot: Promise<QueueCounts> | null = null;
-    const counts = (): Promise<QueueCounts> => {
-      snapshot ??= source.counts().finally(() => {
-        setImmediate(() => {
-          snapshot = null;
+    // Gauges share one read of the counts per scrape. While the store cannot answer (the
+    // database is away) they keep the last figures read, so the scrape itself still works.
+    let snapshot: Promise<QueueCounts | null> | null = null;
+    let last: QueueCounts | null = null;
+    const counts = (): Promise<QueueCounts | null> => {
+      snapshot ??= source
+        .counts()
+        .then(
+          (read) => (last = read),
+          () => last,
+        )
+        .finally(() => {
+          setImmediate(() => {
+            snapshot = null;
+          });
         });
-      });
       return snapshot;
     };
     new Gauge({
@@ -97,6 +107,7 @@ export class KilnMetrics {
       registers,
       async collect() {
         const c = await counts();
+        if (c === null) return;
         for (const [priority, n] of c.queuedByPriority.entries()) this.set({ priority: String(priority) }, n);
       },
     });
@@ -107,6 +118,7 @@ export class KilnMetrics {
       registers,
       async collect() {
         const c = await counts();
+        if (c === null) return;
         for (const status of GAUGE_STATUSES) this.set({ status }, c.byStatus[status as JobStatus]);
       },
     });
@@ -124,6 +136,7 @@ export class KilnMetrics {
       registers,
       async collect() {
         const c = await counts();
+        if (c === null) return;
         this.set(c.oldestQueuedReadyAt === null ? 0 : Math.max(0, (Date.now() - c.oldestQueuedReadyAt) / 1000));
       },
     });
@@ -143,6 +156,17 @@ export class KilnMetrics {
         this.set(source.busyThreads());
       },
     });
+    const liveNodes = source.liveNodes;
+    if (liveNodes !== undefined) {
+      new Gauge({
+        name: 'kiln_nodes',
+        help: 'Live servers sharing the PostgreSQL store (seen within three lease periods).',
+        registers,
+        async collect() {
+          this.set(await liveNodes().catch(() => 0));
+        },
+      });
+    }
   }
 
   submitted(type: string, n = 1): void {

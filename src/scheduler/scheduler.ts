@@ -1,12 +1,14 @@
+import { hostname } from 'node:os';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
 import { isStoreError } from '../store/errors.js';
-import type { JobStore, ListFilter, Page, StoreEvent } from '../store/store.js';
+import type { JobStore, ListFilter, NodeInfo, Page, StoreEvent } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
+import { KILN_VERSION } from '../version.js';
 import { Dispatcher } from './dispatcher.js';
 import { type FieldIssue, KilnError, notFound, validationError } from './errors.js';
 import { JobEvents } from './events.js';
@@ -68,6 +70,8 @@ export interface SchedulerLogger {
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
+/** How often a long poll reads its job again, in case the event of its end went missing. */
+const WAIT_RECHECK_MS = 1000;
 /** Terminal jobs deleted per store call by the retention purge. */
 const PURGE_CHUNK = 1000;
 const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
@@ -92,6 +96,7 @@ export class Scheduler {
   readonly #rescuer: Rescuer;
   readonly #unsubscribe: () => void;
   #started = false;
+  readonly #startedAt: number;
   #draining = false;
   #retentionTimer: NodeJS.Timeout | null = null;
   /** Terminal jobs per second over the last seconds, for Retry-After hints. */
@@ -102,6 +107,7 @@ export class Scheduler {
   constructor(options: SchedulerOptions) {
     this.#options = options;
     this.#store = options.store;
+    this.#startedAt = options.store.now();
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLogger;
@@ -110,6 +116,9 @@ export class Scheduler {
       capacity: options.capacity,
       threads: options.threads,
       busyThreads: () => this.#dispatcher.busyThreads,
+      ...(options.store.nodes === undefined
+        ? {}
+        : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
     });
     this.#dispatcher = new Dispatcher({
       store: options.store,
@@ -128,7 +137,9 @@ export class Scheduler {
       onError: (message, error) => this.#log.error({ err: error }, message),
       ...(options.random === undefined ? {} : { random: options.random }),
     });
-    this.#unsubscribe = options.store.subscribe((event) => this.#onStoreEvent(event));
+    this.#unsubscribe = options.store.subscribe((event) => this.#onStoreEvent(event), {
+      watching: (id) => this.events.watching(id),
+    });
   }
 
   // ── life cycle ────────────────────────────────────────────────────────────
@@ -351,7 +362,21 @@ export class Scheduler {
     try {
       const job = await this.#store.get(id).catch(unavailable);
       if (job === null || isTerminal(job.status)) return job;
-      await terminal;
+      // A change made by another server arrives as a notification; should one be lost,
+      // a read once a second still sees the job end.
+      const recheck = setInterval(() => {
+        this.#store.get(id).then(
+          (now) => {
+            if (now === null || isTerminal(now.status)) settle?.();
+          },
+          () => undefined,
+        );
+      }, WAIT_RECHECK_MS);
+      try {
+        await terminal;
+      } finally {
+        clearInterval(recheck);
+      }
       return await this.#store.get(id).catch(unavailable);
     } finally {
       clearTimeout(timer);
@@ -403,9 +428,41 @@ export class Scheduler {
       pending: counts.pending,
       byStatus: counts.byStatus,
       byPriority,
-      threads: { size: this.#options.threads, busy: this.#dispatcher.busyThreads },
+      threads: await this.#threads(),
       paused: this.#dispatcher.paused,
     };
+  }
+
+  /** Threads of every live server sharing the store, or of this one. */
+  async #threads(): Promise<{ size: number; busy: number }> {
+    const here = { size: this.#options.threads, busy: this.#dispatcher.busyThreads };
+    if (this.#store.nodes === undefined) return here;
+    const nodes = await this.#store.nodes().catch(unavailable);
+    let size = here.size;
+    let busy = here.busy;
+    for (const node of nodes) {
+      if (node.id === this.#dispatcher.owner) continue;
+      size += node.threads;
+      busy += node.busy;
+    }
+    return { size, busy };
+  }
+
+  /** The servers sharing the store (GET /v1/nodes); this one alone without a shared store. */
+  async nodes(): Promise<NodeInfo[]> {
+    const self: NodeInfo = {
+      id: this.#dispatcher.owner,
+      host: hostname(),
+      pid: process.pid,
+      version: KILN_VERSION,
+      threads: this.#options.threads,
+      busy: this.#dispatcher.busyThreads,
+      startedAt: this.#startedAt,
+      lastSeenAt: this.#store.now(),
+    };
+    if (this.#store.nodes === undefined) return [self];
+    const nodes = await this.#store.nodes().catch(unavailable);
+    return nodes.map((node) => (node.id === self.id ? { ...node, busy: self.busy } : node));
   }
 
   /** Messages sent to threads and the attempts they carried (micro-batching makes the second larger). */
@@ -459,8 +516,12 @@ export class Scheduler {
       return;
     }
     if (event.kind === 'ready') {
-      // The store is back (a new store thread, a rebuilt index): there may be work.
+      // The store is back (a new store thread, a rebuilt index), or another server made jobs ready.
       this.#dispatcher.pump();
+      return;
+    }
+    if (event.kind === 'paused') {
+      this.#dispatcher.pausedElsewhere(event.paused);
       return;
     }
     this.events.publish(event.id, event.job);
@@ -468,11 +529,18 @@ export class Scheduler {
     // The job left `running` by another hand (cancelled here or elsewhere, rescued): its
     // attempt here is void. A cancel only drops the outcome of a micro-batch's job; any
     // other loss stops the thread, since the job may be handed out again at once.
-    if (event.status !== 'running' && this.#dispatcher.runs(event.id)) {
+    if (event.remote === true) {
+      // Only news that can mean the attempt here is void (a cancel, a rescue); an older
+      // status arriving late (the inserting server's `queued`) cannot.
+      const void_ = event.status === 'cancelled' || event.status === 'failed' || event.status === 'retrying';
+      if (void_ && this.#dispatcher.runs(event.id)) this.#dispatcher.checkLeases();
+    } else if (event.status !== 'running' && this.#dispatcher.runs(event.id)) {
       this.#dispatcher.abandon(event.id, event.status === 'cancelled' ? 'cancel' : 'lease_lost');
     }
     if (isTerminal(event.status)) {
       this.#dispatcher.forget(event.id);
+      // Another server's change is counted in that server's metrics.
+      if (event.remote === true) return;
       this.metrics.finished(event.type, event.status as 'completed' | 'failed' | 'cancelled');
       this.#finishRate.add(Date.now());
     }

@@ -155,6 +155,21 @@ export const queueSchema = z.object({
   paused: z.boolean(),
 });
 
+export const nodesSchema = z.object({
+  nodes: z.array(
+    z.object({
+      id: z.string(),
+      host: z.string(),
+      pid: z.int(),
+      version: z.string(),
+      threads: z.int(),
+      busy: z.int(),
+      startedAt: z.int(),
+      lastSeenAt: z.int(),
+    }),
+  ),
+});
+
 export const tasksSchema = z.object({
   tasks: z.array(
     z.object({

@@ -298,9 +298,22 @@ describe('the HTTP API', () => {
     assert.equal(openapi.body.openapi, '3.1.0');
     assert.ok(openapi.body.paths['/v1/jobs'].post);
     assert.ok(openapi.body.paths['/v1/jobs/batch'].post);
+    assert.ok(openapi.body.paths['/v1/nodes'].get);
     const docs = await fetch(`${server.url}/docs`, { redirect: 'follow' });
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /<html/i);
+  });
+
+  it('lists this server alone in GET /v1/nodes when the store is not shared', async () => {
+    const nodes = await server.request('GET', '/v1/nodes');
+    assert.equal(nodes.status, 200);
+    assert.equal(nodes.body.nodes.length, 1);
+    const [node] = nodes.body.nodes;
+    assert.equal(node.pid, process.pid);
+    assert.equal(node.threads, (await server.request('GET', '/v1/queue')).body.threads.size);
+    assert.ok(node.lastSeenAt >= node.startedAt);
+    const metrics = await server.request('GET', '/metrics');
+    assert.doesNotMatch(metrics.text, /^kiln_nodes /m);
   });
 
   it('exposes every documented metric', async () => {

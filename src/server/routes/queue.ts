@@ -1,6 +1,6 @@
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { TaskRegistry } from '../../workers/registry.js';
-import { problemSchema, queueSchema, tasksSchema } from '../schemas.js';
+import { nodesSchema, problemSchema, queueSchema, tasksSchema } from '../schemas.js';
 import type { TypedApp } from '../typed-app.js';
 
 export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler, registry: TaskRegistry): void {
@@ -17,6 +17,18 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler, registr
     await scheduler.resume();
     return scheduler.queueInfo();
   });
+
+  app.get(
+    '/v1/nodes',
+    {
+      schema: {
+        summary: 'The servers sharing the store, seen within the last three lease periods',
+        tags: ['queue'],
+        response: { 200: nodesSchema, 401: problemSchema, 503: problemSchema },
+      },
+    },
+    async () => ({ nodes: await scheduler.nodes() }),
+  );
 
   app.get(
     '/v1/tasks',

@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
+import { connect, createAttemptsTable, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { tempFiles } from '../support/temp-files.js';
+
+/** A TCP proxy in front of the database that the test can cut and restore. */
+class CuttableProxy {
+  readonly #target: { host: string; port: number };
+  readonly #sockets = new Set<Socket>();
+  #server: Server | null = null;
+  #silent = false;
+  port = 0;
+
+  constructor(target: { host: string; port: number }) {
+    this.#target = target;
+  }
+
+  async open(): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = tcpConnect(this.#target.port, this.#target.host);
+      for (const socket of [client, upstream]) {
+        this.#sockets.add(socket);
+        socket.on('close', () => this.#sockets.delete(socket));
+        socket.on('error', () => socket.destroy());
+      }
+      client.pipe(upstream).pipe(client);
+      if (this.#silent) for (const socket of [client, upstream]) socket.pause();
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as { port: number }).port;
+    this.#server = server;
+  }
+
+  /** The test database's URL, through this proxy. */
+  get url(): string {
+    const proxied = new URL(TEST_PG_URL);
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(this.port);
+    return proxied.toString();
+  }
+
+  /** Nothing gets through any more, yet every connection stays open (a network gone silent). */
+  silence(): void {
+    this.#silent = true;
+    for (const socket of this.#sockets) socket.pause();
+  }
+
+  /** What was held back flows again. */
+  speak(): void {
+    this.#silent = false;
+    for (const socket of this.#sockets) socket.resume();
+  }
+
+  /** Every connection drops and new ones are refused. */
+  async cut(): Promise<void> {
+    const server = this.#server;
+    this.#server = null;
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => (server === null ? resolve() : server.close(() => resolve())));
+  }
+}
+
+async function waitForRows(
+  db: Awaited<ReturnType<typeof connect>>,
+  table: string,
+  id: string,
+  n: number,
+): Promise<{ attempt: number; ended_at: Date | null }[]> {
+  for (;;) {
+    const rows = await db.query<{ attempt: number; ended_at: Date | null }>(
+      `SELECT attempt, ended_at FROM ${table} WHERE job_id = $1 ORDER BY attempt`,
+      [id],
+    );
+    if (rows.rows.length >= n) return rows.rows;
+    await sleep(20);
+  }
+}
+
+describe('cluster: a server that loses its database', () => {
+  const schema = freshSchemaName();
+  const newPath = tempFiles('kiln-db-loss-');
+  const target = new URL(TEST_PG_URL);
+  const proxy = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  after(async () => {
+    await killAllKilns();
+    await proxy.cut();
+    await dropSchema(schema);
+  });
+
+  it(
+    'gives its attempts up when the outage outlasts its lease, and the job runs again after it',
+    { timeout: 60_000 },
+    async () => {
+      const leaseSchema = freshSchemaName();
+      const table = `public.${leaseSchema}_attempts`;
+      const db = await connect();
+      const cuttable = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+      try {
+        await createAttemptsTable(db, table);
+        await cuttable.open();
+        const kiln = await spawnKiln({
+          KILN_STORE: cuttable.url,
+          KILN_PG_SCHEMA: leaseSchema,
+          KILN_THREADS: '1',
+          KILN_LEASE_MS: '1500',
+        });
+        // The task records straight to the database, not through the proxy; it would spin for 20 s.
+        const created = await kiln.request('POST', '/v1/jobs', {
+          type: 'test.record',
+          payload: { url: TEST_PG_URL, table, spinMs: 20_000 },
+        });
+        assert.equal(created.status, 201);
+        const id = created.body.id as string;
+        for (;;) {
+          const started = await db.query(`SELECT 1 FROM ${table} WHERE job_id = $1`, [id]);
+          if (started.rowCount === 1) break;
+          await sleep(10);
+        }
+        await cuttable.cut();
+        // No renewal for five sixths of a lease: the server stops the attempt on its own.
+        for (;;) {
+          const metrics = await kiln.request('GET', '/metrics');
+          if (/^kiln_pool_busy_threads 0$/m.test(metrics.text)) break;
+          await sleep(20);
+        }
+        await cuttable.open();
+        // Once back, the lease has run out: the rescue makes it retrying (interrupted), and it runs again.
+        const second = await waitForRows(db, table, id, 2);
+        assert.equal(second[0]?.ended_at, null, 'the first attempt was stopped, not run to its end');
+        assert.equal(second[0]?.attempt, 1);
+        assert.equal(second[1]?.attempt, 2);
+        const job = await kiln.request('GET', `/v1/jobs/${id}`);
+        assert.equal(job.body.error.code, 'interrupted');
+      } finally {
+        await killAllKilns();
+        await cuttable.cut();
+        await db.query(`DROP TABLE IF EXISTS ${table}`);
+        await db.end();
+        await dropSchema(leaseSchema);
+      }
+    },
+  );
+
+  it(
+    'gives its attempts up when the database stops answering without closing, and answers 503 meanwhile',
+    { timeout: 120_000 },
+    async () => {
+      const silentSchema = freshSchemaName();
+      const table = `public.${silentSchema}_attempts`;
+      const db = await connect();
+      const silent = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+      try {
+        await createAttemptsTable(db, table);
+        await silent.open();
+        const kiln = await spawnKiln({
+          KILN_STORE: silent.url,
+          KILN_PG_SCHEMA: silentSchema,
+          KILN_THREADS: '1',
+          KILN_LEASE_MS: '1500',
+        });
+        const created = await kiln.request('POST', '/v1/jobs', {
+          type: 'test.record',
+          payload: { url: TEST_PG_URL, table, spinMs: 60_000 },
+        });
+        assert.equal(created.status, 201);
+        const id = created.body.id as string;
+        await waitForRows(db, table, id, 1);
+        silent.silence();
+        // The heartbeat never comes back; the server stops the attempt on its own all the same.
+        for (;;) {
+          const metrics = await kiln.request('GET', '/metrics');
+          if (/^kiln_pool_busy_threads 0$/m.test(metrics.text)) break;
+          await sleep(20);
+        }
+        const refused = await kiln.request('POST', '/v1/jobs', { type: 'test.quick' });
+        assert.equal(refused.status, 503, refused.text);
+        assert.equal(refused.body.code, 'store_unavailable');
+        silent.speak();
+        const runs = await waitForRows(db, table, id, 2);
+        assert.equal(runs[0]?.ended_at, null, 'the first attempt was stopped, not run to its end');
+        assert.equal(runs[1]?.attempt, 2);
+      } finally {
+        await killAllKilns();
+        await silent.cut();
+        await db.query(`DROP TABLE IF EXISTS ${table}`);
+        await db.end();
+        await dropSchema(silentSchema);
+      }
+    },
+  );
+
+  it(
+    'keeps its running attempt, answers 503 and /ready 503, reconnects by itself and writes the outcome',
+    { timeout: 60_000 },
+    async () => {
+      await proxy.open();
+      const kiln = await spawnKiln({
+        KILN_STORE: proxy.url,
+        KILN_PG_SCHEMA: schema,
+        KILN_THREADS: '1',
+        KILN_LEASE_MS: '60000',
+      });
+      const release = newPath();
+      const created = await kiln.request('POST', '/v1/jobs', { type: 'test.hold', payload: { release } });
+      assert.equal(created.status, 201);
+      const id = created.body.id as string;
+      await kiln.waitForStatus(id, 'running');
+
+      await proxy.cut();
+      // A write it cannot store is refused, never accepted.
+      const refused = await kiln.request('POST', '/v1/jobs', { type: 'test.quick' });
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.body.code, 'store_unavailable');
+      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+      const ready = await kiln.request('GET', '/ready');
+      assert.equal(ready.status, 503);
+      // The attempt goes on and ends while the database is away.
+      writeFileSync(release, '');
+
+      await proxy.open();
+      for (;;) {
+        if ((await kiln.request('GET', '/ready')).status === 200) break;
+        await sleep(50);
+      }
+      const done = await kiln.waitForJob(id);
+      assert.equal(done.status, 'completed');
+      assert.equal(done.attempts, 1, 'the outcome was written under the lease it ran with, not re-run');
+      assert.equal(typeof done.result.pid, 'number');
+      const list = await kiln.request('GET', '/v1/jobs');
+      assert.deepEqual(
+        list.body.jobs.map((job: { id: string }) => job.id),
+        [id],
+        'the refused submission was not stored',
+      );
+    },
+  );
+});
