@@ -1,15 +1,17 @@
 /**
  * Runs every benchmark in sequence, each in its own process: first with KILN_THREADS =
- * cores, then the ones where the thread count matters (cpu-efficiency, throughput,
- * priority-latency, main-thread-cost) again with `--threads 1`. Then rewrites the results tables:
- * bench/results/summary.md (summary.tiny.md for the tiny size), and the section between
- * the results markers of bench/README.md after a full run (a tiny run's figures mean
- * nothing). Exits non-zero if any benchmark broke.
+ * cores (the pg-* ones need PostgreSQL: BENCH_PG_URL, else the local server), then the
+ * ones where the thread count matters (cpu-efficiency, throughput, priority-latency,
+ * main-thread-cost) again with `--threads 1`. Then rewrites the results tables:
+ * bench/results/summary.md (summary.tiny.md for the tiny size), and after a full run (a
+ * tiny run's figures mean nothing) the sections of bench/README.md between the `results`
+ * markers and between the `pg-results` markers, each only when bench/results holds result
+ * files for it. Exits non-zero if any benchmark broke.
  *
  *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b] [--threads all|cores|1] [--table-only]
  *
  * `--runs` is passed on to every benchmark; without it each uses its own default (3 at
- * the full size, 1 for memory; 1 at the tiny size). `--threads cores` or `--threads 1`
+ * the full size, 1 for memory and pg-bloat; 1 at the tiny size). `--threads cores` or `--threads 1`
  * runs only that pass (default: all, both). `--table-only` runs nothing and only
  * rewrites the tables from the result files already there.
  */
@@ -20,13 +22,27 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR } from './lib/processes.mjs';
 import { RESULTS_DIR } from './lib/report.mjs';
-import { resultsTable } from './lib/results-table.mjs';
+import { postgresResultsTable, resultsTable } from './lib/results-table.mjs';
 
-const BENCHMARKS = ['cpu-efficiency', 'throughput', 'ingest', 'priority-latency', 'memory', 'main-thread-cost'];
+const BENCHMARKS = [
+  'cpu-efficiency',
+  'throughput',
+  'ingest',
+  'priority-latency',
+  'memory',
+  'main-thread-cost',
+  'pg-throughput',
+  'pg-cluster',
+  'pg-claim-latency',
+  'pg-bloat',
+];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
 const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency', 'main-thread-cost'];
-const START = '<!-- results:start -->';
-const END = '<!-- results:end -->';
+// The sections of bench/README.md that a full run rewrites, each from its own result files.
+const SECTIONS = [
+  { name: 'results', table: resultsTable },
+  { name: 'pg-results', table: postgresResultsTable },
+];
 
 const { values } = parseArgs({
   options: {
@@ -94,17 +110,23 @@ for (const { name, threads } of values['table-only'] ? [] : passes) {
   outcomes.push({ name: label, code, seconds: (Date.now() - t0) / 1000 });
 }
 
-const table = resultsTable(values.size);
+const tables = SECTIONS.map((section) => ({ ...section, text: section.table(values.size) }));
+const table = tables.flatMap(({ text }) => (text === null ? [] : [text])).join('\n');
 writeFileSync(join(RESULTS_DIR, values.size === 'tiny' ? 'summary.tiny.md' : 'summary.md'), table);
 if (values.size === 'full') {
   const readmePath = join(BENCH_DIR, 'README.md');
-  const readme = readFileSync(readmePath, 'utf8');
-  const from = readme.indexOf(START);
-  const to = readme.indexOf(END);
-  if (from >= 0 && to > from) {
-    writeFileSync(readmePath, `${readme.slice(0, from + START.length)}\n${table}${readme.slice(to)}`);
-    console.log('\nrewrote the results table in bench/README.md');
+  let readme = readFileSync(readmePath, 'utf8');
+  for (const { name, text } of tables) {
+    // A section without any result file here is left as it is.
+    if (text === null) continue;
+    const start = `<!-- ${name}:start -->`;
+    const from = readme.indexOf(start);
+    const to = readme.indexOf(`<!-- ${name}:end -->`);
+    if (from < 0 || to <= from) continue;
+    readme = `${readme.slice(0, from + start.length)}\n${text}${readme.slice(to)}`;
+    console.log(`\nrewrote the ${name} section of bench/README.md`);
   }
+  writeFileSync(readmePath, readme);
 }
 
 console.log(`\n=== summary (${((Date.now() - started) / 1000).toFixed(1)} s) ===`);

@@ -206,13 +206,23 @@ async function waitUntilServing(child, url, timeoutMs, describe) {
  * Starts a Kiln server (`node dist/src/main.js`) on a free 127.0.0.1 port with its own
  * temp directory (SQLite file, log file, CPU profiles) and waits until /health answers.
  *
- * `store`: 'sqlite' (a temp file, KILN_SQLITE_SYNC=full unless env says otherwise) or
- * 'memory'. `cpuProf`: a directory to write a `node --cpu-prof` profile to at exit.
+ * `store`: 'sqlite' (a temp file, KILN_SQLITE_SYNC=full unless env says otherwise),
+ * 'memory', or 'postgres' (`pg: { url, schema }`: KILN_STORE=url, KILN_PG_SCHEMA=schema,
+ * which the server creates or migrates at start; several servers may share one).
+ * `cpuProf`: a directory to write a `node --cpu-prof` profile to at exit.
  * Answers `{ url, pid, stop() }`; stop() is SIGTERM (graceful, so a profile is
  * written), then SIGKILL after 15 s, and removes the temp directory.
  */
 export async function startKiln(options = {}) {
-  const { store = 'sqlite', env = {}, cpus = null, cpuProf = null, threads = availableParallelism() } = options;
+  const {
+    store = 'sqlite',
+    env = {},
+    cpus = null,
+    cpuProf = null,
+    threads = availableParallelism(),
+    pg = null,
+  } = options;
+  if (store === 'postgres' && pg === null) throw new Error('startKiln: the postgres store needs pg: { url, schema }');
   const dir = mkdtempSync(join(tmpdir(), 'kiln-bench-'));
   const port = await freePort();
   const logPath = join(dir, 'kiln.log');
@@ -225,7 +235,8 @@ export async function startKiln(options = {}) {
     env: {
       PORT: String(port),
       HOST: '127.0.0.1',
-      KILN_STORE: store === 'memory' ? 'memory' : `sqlite:${join(dir, 'kiln.db')}`,
+      KILN_STORE: store === 'memory' ? 'memory' : store === 'postgres' ? pg.url : `sqlite:${join(dir, 'kiln.db')}`,
+      ...(store === 'postgres' ? { KILN_PG_SCHEMA: pg.schema } : {}),
       KILN_THREADS: String(threads),
       KILN_SQLITE_SYNC: 'full',
       KILN_SHUTDOWN_GRACE_MS: '2000',

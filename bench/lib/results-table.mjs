@@ -2,7 +2,8 @@
  * The results of bench/README.md, built from the JSON files in bench/results/: the table
  * of the tracked figures (one row each: Kiln, its same-run baseline, the target, the
  * ratio and the verdict), the same with KILN_THREADS=1, main-thread CPU per job, the
- * other figures of the same runs, and when and where each was measured.
+ * other figures of the same runs, and when and where each was measured; and, apart, the
+ * PostgreSQL store's figures (pg-*).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resultPath } from './report.mjs';
@@ -230,7 +231,87 @@ function otherRows(size) {
   return { rows, memory };
 }
 
-/** Markdown: every table of the given size that bench/results/ has figures for. */
+/** The PostgreSQL store's figures (pg-*), one row each, with the baseline of the same run. */
+function postgresRows(size) {
+  const rows = [];
+  const measured = [];
+  const throughput = read('pg-throughput', size);
+  if (throughput !== null) {
+    const f = throughput.figures;
+    rows.push([
+      `${count(throughput.parameters.total)} \`noop\` via \`POST /v1/jobs/batch\` (100 per request), one server, ${throughput.parameters.threads} threads, first request → last completion (pg-throughput)`,
+      `jobs table analyzed: ${fmt(f.kilnAnalyzedPerSecond)} jobs/s; fresh schema, never analyzed: ${fmt(f.kilnFreshPerSecond)} jobs/s`,
+      `graphile-worker on the same database: ${fmt(f.graphilePerSecond)} jobs/s`,
+      `analyzed ${fmt(f.analyzedToGraphile, 2)} × graphile-worker; fresh ${fmt(f.freshToGraphile, 2)} ×`,
+    ]);
+    measured.push(when('pg-throughput', throughput));
+  }
+  const cluster = read('pg-cluster', size);
+  if (cluster !== null) {
+    const p = cluster.parameters;
+    for (const mode of ['live', 'backlog']) {
+      const f = cluster.figures[mode];
+      const how = mode === 'live' ? 'submitted while running' : 'queued while paused, then resumed';
+      const twice =
+        f.jobsRunMoreThanOnce > 0
+          ? `; ${f.jobsRunMoreThanOnce} job(s) run twice in ${f.runsWithJobsRunTwice} run(s)`
+          : '';
+      const failed = (f.jobsFailed ?? 0) > 0 ? `, **${f.jobsFailed} failed**` : '';
+      rows.push([
+        `${count(p.total)} × ${p.spinMs} ms \`cpu.spin\`, ${how}, two servers on one schema, \`KILN_THREADS=1\` each (pg-cluster)`,
+        `${fmt(f.twoPerSecond, 1)} jobs/s, ${fmt(f.twoPercentOfIdeal, 1, 1, ' %')} of ideal (100/s)${twice}${failed}`,
+        `one server, \`KILN_THREADS=1\`: ${fmt(f.onePerSecond, 1)} jobs/s, ${fmt(f.onePercentOfIdeal, 1, 1, ' %')} of ideal (50/s)`,
+        `${fmt(f.twoToOne, 2)} × one server (ideal 2)`,
+      ]);
+    }
+    measured.push(when('pg-cluster', cluster));
+  }
+  const claim = read('pg-claim-latency', size);
+  if (claim !== null) {
+    const p = claim.parameters;
+    const k = (n) => (n >= 1_000_000 ? `${count(n / 1_000_000)} M` : n >= 1000 ? `${count(n / 1000)} k` : count(n));
+    const plan = claim.figures.planHasSort ? 'a **Sort** in a claim plan' : 'no Sort in either claim plan';
+    const unanalyzed = claim.figures.planHasSortNeverAnalyzed
+      ? `; before the first ANALYZE the micro-batch candidates query sorts every queued row (${claim.figures.candidatesNeverAnalyzedMs.toFixed(1)} ms against ${claim.figures.candidatesAnalyzedMs.toFixed(2)} ms)`
+      : '';
+    for (const variant of ['plain', 'micro']) {
+      const f = claim.figures[variant];
+      rows.push([
+        `\`store.claim\` ${variant === 'plain' ? 'of 2 jobs (no micro-batching)' : `micro-batched (${count(Math.round(f.jobsPerCall.median))} noop jobs a call)`}, ${k(p.rows)} rows in \`jobs\` (${k(p.backlog)} queued), then \`store.finish\` (pg-claim-latency)`,
+        `claim p50 ${fmt(f.claimP50Ms, 2, 1, ' ms')}, p99 ${fmt(f.claimP99Ms, 2, 1, ' ms')}; finish p50 ${fmt(f.finishP50Ms, 2, 1, ' ms')}, p99 ${fmt(f.finishP99Ms, 2, 1, ' ms')}${variant === 'plain' ? `; ${plan}${unanalyzed}` : ''}`,
+        `the ${k(p.backlog)} queued rows alone: claim p50 ${fmt(f.backlogClaimP50Ms, 2, 1, ' ms')}, p99 ${fmt(f.backlogClaimP99Ms, 2, 1, ' ms')}; \`SELECT 1\` ${fmt(claim.figures.roundTripP50Ms, 2, 1, ' ms')}`,
+        `p50 ${fmt(f.claimP50ToBacklog, 2)} ×, p99 ${fmt(f.claimP99ToBacklog, 2)} × the backlog alone; p50 ${fmt(f.claimP50ToRoundTrip, 1)} × \`SELECT 1\``,
+      ]);
+    }
+    measured.push(when('pg-claim-latency', claim));
+  }
+  const bloat = read('pg-bloat', size);
+  if (bloat !== null) {
+    const size3 = (stage) =>
+      `${fmt(stage.totalBytes, 1, MiB, ' MiB')} (table ${fmt(stage.tableBytes, 1, MiB, ' MiB')}, indexes ${fmt(stage.indexBytes, 1, MiB, ' MiB')})`;
+    const autovacuum = bloat.parameters.postgres?.autovacuum;
+    for (const mode of ['server', 'vacuumed']) {
+      const f = bloat.figures[mode];
+      const how =
+        mode === 'server'
+          ? `no VACUUM but autovacuum (${autovacuum === undefined ? 'see the result file' : `here: \`autovacuum = ${autovacuum}\``})`
+          : `the benchmark's \`VACUUM\` every ${bloat.parameters.vacuumEveryMs / 1000} s (${fmt(f.vacuumsDuringRun)} ran)`;
+      rows.push([
+        `\`jobs\` after ${count(bloat.parameters.total)} jobs ran through the store and were purged, ${how} (pg-bloat)`,
+        `after the purge ${size3(f.purged)}, ${fmt(f.purged.deadTuples)} dead tuples, autovacuum ran ${fmt(f.autovacuumRuns)} time(s); after a \`VACUUM\` ${size3(f.vacuumed)}`,
+        `freshly migrated: ${size3(f.atStart)}; all completed: ${size3(f.completed)}`,
+        `after VACUUM ${fmt(f.vacuumedToPurged, 2)} × after the purge; ${fmt(f.vacuumedBytesPerJob, 1)} B left per job run`,
+      ]);
+    }
+    measured.push(when('pg-bloat', bloat));
+  }
+  return { rows, measured };
+}
+
+/**
+ * Markdown: every table of the given size that bench/results/ has figures for, but the
+ * PostgreSQL store's (postgresResultsTable); null when there is none.
+ */
 export function resultsTable(size = 'full') {
   const lines = [];
   const measured = [];
@@ -275,6 +356,20 @@ export function resultsTable(size = 'full') {
     );
   }
   if (other.memory !== null) measured.push(when('memory', other.memory));
+  if (measured.length === 0) return null;
   lines.push('Measured:', '', ...measured.map((m) => `- ${m}`));
   return `${lines.join('\n')}\n`;
+}
+
+/** Markdown: the PostgreSQL store's figures of the given size (null: no pg-* result file). */
+export function postgresResultsTable(size = 'full') {
+  const { rows, measured } = postgresRows(size);
+  if (rows.length === 0) return null;
+  return `${[
+    ...markdownTable(['figure', 'Kiln', 'same-run baseline', 'ratio'], rows),
+    '',
+    'Measured:',
+    '',
+    ...measured.map((m) => `- ${m}`),
+  ].join('\n')}\n`;
 }
