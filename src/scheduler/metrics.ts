@@ -15,6 +15,7 @@ export interface GaugeSource {
 
 const RUN_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600];
+const COMMIT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
 const GAUGE_STATUSES = JOB_STATUSES.filter((status) => status === 'running' || PENDING_STATUSES.includes(status));
 
 /**
@@ -30,6 +31,7 @@ export class KilnMetrics {
   readonly #rejected: Counter<'reason'>;
   readonly #wait: Histogram<'type'>;
   readonly #run: Histogram<'type' | 'outcome'>;
+  readonly #commit: Histogram;
 
   constructor(source: GaugeSource) {
     const registers = [this.registry];
@@ -78,6 +80,12 @@ export class KilnMetrics {
       help: 'Attempt run time, by outcome.',
       labelNames: ['type', 'outcome'],
       buckets: RUN_BUCKETS,
+      registers,
+    });
+    this.#commit = new Histogram({
+      name: 'kiln_store_commit_seconds',
+      help: 'Time a store commit of writes took (with its fsync on SQLite).',
+      buckets: COMMIT_BUCKETS,
       registers,
     });
     for (const reason of ['queue_full', 'shutting_down']) this.#rejected.inc({ reason }, 0);
@@ -207,5 +215,10 @@ export class KilnMetrics {
 
   rejected(reason: 'queue_full' | 'shutting_down'): void {
     this.#rejected.inc({ reason });
+  }
+
+  /** A store commit took this long (kiln_store_commit_seconds). */
+  storeCommitted(seconds: number): void {
+    this.#commit.observe(seconds);
   }
 }

@@ -120,6 +120,7 @@ export class Scheduler {
         ? {}
         : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
     });
+    options.store.observeCommits((seconds) => this.metrics.storeCommitted(seconds));
     this.#dispatcher = new Dispatcher({
       store: options.store,
       pool: options.pool,

@@ -100,6 +100,9 @@ export interface JobStore {
   /** The servers sharing this store, seen within the last three lease periods (null: this process only). */
   nodes?(): Promise<NodeInfo[]>;
 
+  /** Report how long each commit of a write took, in seconds (kiln_store_commit_seconds). */
+  observeCommits(observer: ((seconds: number) => void) | null): void;
+
   /** Whether writes can be stored now (false while the store thread or database is down). */
   readonly available: boolean;
 

@@ -68,8 +68,10 @@ describe('cluster: the API holds across servers on one database', () => {
       }
       const queue = await a.request('GET', '/v1/queue');
       assert.equal(queue.body.threads.size, 3);
+      assert.equal((await a.request('POST', '/v1/jobs', { type: 'noop' })).status, 201);
       const metrics = await a.request('GET', '/metrics');
       assert.match(metrics.text, /^kiln_nodes 3$/m);
+      assert.match(metrics.text, /^kiln_store_commit_seconds_count [1-9]/m);
     },
   );
 

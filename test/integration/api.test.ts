@@ -335,11 +335,13 @@ describe('the HTTP API', () => {
       'kiln_queue_oldest_age_seconds',
       'kiln_pool_threads',
       'kiln_pool_busy_threads',
+      'kiln_store_commit_seconds',
       'nodejs_eventloop_lag_seconds',
     ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), name);
     }
     assert.match(text, /^kiln_jobs_finished_total\{type="noop",status="completed"\} [1-9]/m);
+    assert.match(text, /^kiln_store_commit_seconds_count [1-9]/m, 'the insert and the finish were commits');
   });
 
   it('writes metrics that promtool check metrics accepts', async (t) => {

@@ -217,6 +217,12 @@ export class PostgresStore implements JobStore {
     this.#upkeepTimer.unref();
   }
 
+  #observeCommit: ((seconds: number) => void) | null = null;
+
+  observeCommits(observer: ((seconds: number) => void) | null): void {
+    this.#observeCommit = observer;
+  }
+
   get available(): boolean {
     return this.#available && !this.#closed;
   }
@@ -1268,7 +1274,11 @@ export class PostgresStore implements JobStore {
         const result = await work(client);
         // Answers that change nothing (invalid state, queue full, again) roll back.
         if (result === 'again' || isInvalidState(result) || isRefusal(result)) await client.query('ROLLBACK');
-        else await client.query('COMMIT');
+        else {
+          const started = performance.now();
+          await client.query('COMMIT');
+          this.#observeCommit?.((performance.now() - started) / 1000);
+        }
         if (!(result === 'again' || isInvalidState(result) || isRefusal(result))) for (const hook of after) hook();
         return result;
       } catch (error) {

@@ -187,6 +187,8 @@ export type Reply =
        * not stored, and the main thread rebuilds its index from a fresh snapshot.
        */
       rolledBack: boolean;
+      /** How long the COMMIT (with its fsync) took, in ms; null when nothing was written. */
+      commitMs: number | null;
     };
 
 /** The store thread's workerData. */

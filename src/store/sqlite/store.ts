@@ -141,6 +141,12 @@ export class SqliteStore implements JobStore {
     return this.#path;
   }
 
+  #observeCommit: ((seconds: number) => void) | null = null;
+
+  observeCommits(observer: ((seconds: number) => void) | null): void {
+    this.#observeCommit = observer;
+  }
+
   get available(): boolean {
     return this.#available && !this.#writeFailing && !this.#closed;
   }
@@ -601,6 +607,7 @@ export class SqliteStore implements JobStore {
 
   #onReply(reply: Reply): void {
     if (reply.kind !== 'done') return;
+    if (reply.commitMs !== null) this.#observeCommit?.(reply.commitMs / 1000);
     if (reply.rolledBack) {
       for (const { seq } of reply.replies) this.#lost(this.#inFlight.get(seq)?.claims ?? []);
       this.#rebuildIndex();

@@ -169,9 +169,12 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
         }
       }
     }
+    let commitMs: number | null = null;
     if (writes && lost === null) {
       try {
+        const started = performance.now();
         s.commit.run();
+        commitMs = performance.now() - started;
       } catch (error) {
         lost = error;
       }
@@ -194,7 +197,7 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
       t.rebuild();
       rolledBack = true;
     }
-    const reply: Reply = { kind: 'done', replies, rolledBack };
+    const reply: Reply = { kind: 'done', replies, rolledBack, commitMs };
     port?.postMessage(reply);
   };
   const close = () => {
