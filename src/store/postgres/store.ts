@@ -255,7 +255,7 @@ export class PostgresStore implements JobStore {
             if ((error as { code?: unknown }).code === '40P01') return 'again' as const;
             throw error;
           })
-        : await this.#withClient((client) => this.#insert(client, jobs));
+        : await this.#timedWrite(() => this.#withClient((client) => this.#insert(client, jobs)));
       // A twin inserted under the same key meanwhile: again, and this time it is seen.
       if (answer !== 'again') return answer;
       if (round >= 5) throw new Error('an idempotency key kept changing hands during an insert');
@@ -655,28 +655,30 @@ export class PostgresStore implements JobStore {
         ? JSON.stringify(running.wire.progress)
         : null;
     };
-    const result = await this.#query<{
-      id: string;
-      status: JobStatus;
-      run_at: number | null;
-      finished_at: number | null;
-      is_other: boolean;
-    }>(this.#sql.finish, [
-      valid.map((item) => item.id),
-      valid.map((item) => item.attempt),
-      valid.map((item) => item.owner),
-      kinds,
-      valid.map((item) => (item.outcome.kind === 'completed' ? item.outcome.resultText : null)),
-      valid.map((item) => (item.outcome.kind === 'completed' ? null : JSON.stringify(item.outcome.error))),
-      valid.map(progressOf),
-      valid.map((item) =>
-        item.outcome.kind === 'completed' || item.outcome.retryAt === null
-          ? null
-          : Math.max(0, Math.round(item.outcome.retryAt - now)),
-      ),
-      valid.map((item) => item.expired === true),
-      valid.map((item) => item.startedAt ?? null),
-    ]);
+    const result = await this.#timedWrite(() =>
+      this.#query<{
+        id: string;
+        status: JobStatus;
+        run_at: number | null;
+        finished_at: number | null;
+        is_other: boolean;
+      }>(this.#sql.finish, [
+        valid.map((item) => item.id),
+        valid.map((item) => item.attempt),
+        valid.map((item) => item.owner),
+        kinds,
+        valid.map((item) => (item.outcome.kind === 'completed' ? item.outcome.resultText : null)),
+        valid.map((item) => (item.outcome.kind === 'completed' ? null : JSON.stringify(item.outcome.error))),
+        valid.map(progressOf),
+        valid.map((item) =>
+          item.outcome.kind === 'completed' || item.outcome.retryAt === null
+            ? null
+            : Math.max(0, Math.round(item.outcome.retryAt - now)),
+        ),
+        valid.map((item) => item.expired === true),
+        valid.map((item) => item.startedAt ?? null),
+      ]),
+    );
     const accepted = new Map<string, (typeof result.rows)[number]>();
     const others: string[] = [];
     for (const row of result.rows) {
@@ -1267,6 +1269,7 @@ export class PostgresStore implements JobStore {
 
   async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     return this.#withClient(async (client) => {
+      const started = performance.now();
       await client.query(begin);
       const after: (() => void)[] = [];
       afterCommitHooks.set(client, after);
@@ -1275,7 +1278,6 @@ export class PostgresStore implements JobStore {
         // Answers that change nothing (invalid state, queue full, again) roll back.
         if (result === 'again' || isInvalidState(result) || isRefusal(result)) await client.query('ROLLBACK');
         else {
-          const started = performance.now();
           await client.query('COMMIT');
           this.#observeCommit?.((performance.now() - started) / 1000);
         }
@@ -1295,6 +1297,14 @@ export class PostgresStore implements JobStore {
     const hooks = afterCommitHooks.get(client);
     if (hooks === undefined) hook();
     else hooks.push(hook);
+  }
+
+  /** A write outside an explicit transaction (it commits by itself), timed for kiln_store_commit_seconds. */
+  async #timedWrite<T>(write: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const result = await write();
+    this.#observeCommit?.((performance.now() - started) / 1000);
+    return result;
   }
 
   #translate(error: unknown): unknown {
