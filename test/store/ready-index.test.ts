@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JobWire } from '../../src/store/sqlite/protocol.js';
-import { ReadyIndex } from '../../src/store/sqlite/ready-index.js';
+import { type IndexEntry, ReadyIndex } from '../../src/store/sqlite/ready-index.js';
 
 function wire(id: string, payloadText = '{}'): JobWire {
   return {
@@ -26,6 +26,12 @@ function wire(id: string, payloadText = '{}'): JobWire {
     payloadText,
     resultText: null,
   };
+}
+
+/** An entry without its place in line (a counter of the index's own). */
+function withoutSeq(entry: IndexEntry): Omit<IndexEntry, 'seq'> {
+  const { seq: _seq, ...rest } = entry;
+  return rest;
 }
 
 /** Takes every queued job, best first. */
@@ -56,7 +62,8 @@ describe('ReadyIndex', () => {
     it('answers the entry with its type, priority and ready time', () => {
       const index = new ReadyIndex();
       index.addQueued('a', 'test.type', 7, 42, null);
-      assert.deepEqual(index.take(), {
+      const taken = index.take();
+      assert.deepEqual(taken === undefined ? undefined : { ...taken, entry: withoutSeq(taken.entry) }, {
         entry: { id: 'a', type: 'test.type', priority: 7, readyAt: 42 },
         record: null,
       });
@@ -224,7 +231,10 @@ describe('ReadyIndex', () => {
       assert.equal(index.nextDueAt(), 50);
       assert.equal(index.oldestQueuedReadyAt(), 1);
       const first = index.take();
-      assert.deepEqual(first, { entry: { id: 'c', type: 't', priority: 7, readyAt: 4 }, record: null });
+      assert.deepEqual(first === undefined ? undefined : { ...first, entry: withoutSeq(first.entry) }, {
+        entry: { id: 'c', type: 't', priority: 7, readyAt: 4 },
+        record: null,
+      });
       index.promoteDue(60);
       assert.deepEqual(drain(index), ['a', 'b', 'd']);
     });
@@ -290,6 +300,63 @@ describe('ReadyIndex', () => {
       index.addQueued('a', 't', 5, 1, wire('a'));
       index.rebuild({ queued: [{ id: 'a', type: 't', priority: 5, readyAt: 1 }], due: [] }, () => false);
       assert.equal(index.take()?.record, null);
+    });
+  });
+
+  describe('types held back by their limits', () => {
+    it('passes over a held type and keeps its jobs first of their type', () => {
+      const index = new ReadyIndex();
+      for (let i = 0; i < 5; i++) index.addQueued(`held-${i}`, 'held', 5, i, null);
+      index.addQueued('other-1', 'other', 5, 10, null);
+      index.addQueued('low', 'held', 1, 11, null);
+      index.addQueued('other-2', 'other', 3, 12, null);
+      const passed: string[] = [];
+      const notHeld = (type: string) => type !== 'held';
+      assert.equal(index.take(notHeld, (type) => passed.push(type))?.entry.id, 'other-1');
+      assert.deepEqual(passed, ['held'], 'the held type had a better job');
+      assert.equal(index.take(notHeld)?.entry.id, 'other-2', 'a lower priority of another type before the held ones');
+      assert.equal(index.take(notHeld), undefined, 'only held jobs are left');
+      assert.deepEqual(drain(index), ['held-0', 'held-1', 'held-2', 'held-3', 'held-4', 'low']);
+    });
+
+    it('says nothing of a held type whose jobs come after the one taken', () => {
+      const index = new ReadyIndex();
+      index.addQueued('first', 'other', 5, 0, null);
+      index.addQueued('held', 'held', 5, 1, null);
+      const passed: string[] = [];
+      assert.equal(
+        index.take(
+          (type) => type !== 'held',
+          (type) => passed.push(type),
+        )?.entry.id,
+        'first',
+      );
+      assert.deepEqual(passed, []);
+    });
+
+    it('keeps FIFO across types within a priority, a given-back job first', () => {
+      const index = new ReadyIndex();
+      index.addQueued('a1', 'a', 5, 0, null);
+      index.addQueued('b1', 'b', 5, 1, null);
+      index.addQueued('a2', 'a', 5, 2, null);
+      index.addQueued('b2', 'b', 5, 3, null);
+      index.addQueued('back', 'b', 5, 9, null, 'front');
+      assert.deepEqual(drain(index), ['back', 'a1', 'b1', 'a2', 'b2']);
+    });
+
+    it('passes over a held backlog of 100,000 jobs without walking it', () => {
+      const index = new ReadyIndex();
+      for (let i = 0; i < 100_000; i++) index.addQueued(`held-${i}`, 'held', 9, i, null);
+      for (let i = 0; i < 1000; i++) index.addQueued(`other-${i}`, 'other', 5, 100_000 + i, null);
+      // Counts the filter's calls: one per type's head and claim, never one per held job.
+      let calls = 0;
+      const notHeld = (type: string) => {
+        calls++;
+        return type !== 'held';
+      };
+      for (let i = 0; i < 1000; i++) assert.equal(index.take(notHeld)?.entry.id, `other-${i}`);
+      assert.ok(calls <= 2 * 1000 + 2, `the filter ran ${calls} times for 1000 claims`);
+      assert.equal(index.queued, 100_000);
     });
   });
 });

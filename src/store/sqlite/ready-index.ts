@@ -19,7 +19,12 @@ export interface IndexEntry {
   type: string;
   priority: number;
   readyAt: number;
+  /** Place in line within its priority: the order jobs became queued (a claim given back goes before all). */
+  seq: number;
 }
+
+/** Which types a claim may take now (task limits); null: any. */
+export type TypeFilter = ((type: string) => boolean) | null;
 
 interface DueState {
   runAt: number;
@@ -31,24 +36,32 @@ interface DueState {
  * Which job is next, in memory, for the SQLite store (on the main thread; the file in
  * the store thread is the truth). Asking the file "which job is next" on every claim
  * means a sorted index scan per claim and a wait for the store thread; instead this
- * keeps one FIFO per priority of queued jobs and a min-heap of runAt for scheduled and
- * retrying jobs, so a claim pops in O(1) and a due job is found in O(log n) without
- * polling.
+ * keeps, per priority, one FIFO of queued jobs per task type, and a min-heap of runAt
+ * for scheduled and retrying jobs. A claim compares the heads of the FIFOs of the best
+ * priority that has jobs (O(types)), and a due job is found in O(log n) without polling.
+ * A FIFO per type is what lets a claim pass over a type held back by its limit without
+ * walking that type's backlog: the held jobs stay first of their type.
  *
  * Entries are deleted lazily: a job that leaves `queued` (or its runAt) stays in its
  * FIFO (or the heap) and is skipped when it reaches the front, because the maps
- * `#queuedAt` and `#dueAt` say which entry is current.
+ * `#queued` and `#dueAt` say which entry is current.
  *
  * Copies: a ready job may carry its whole record (payload text, parents), so a claim
  * needs nothing from the store thread. The copies are bounded in bytes; a job without
  * one is read from the file when claimed.
  */
 export class ReadyIndex {
-  readonly #fifos: Deque<IndexEntry>[] = [];
+  /** Per priority: task type → its queued jobs in line. */
+  readonly #levels: Map<string, Deque<IndexEntry>>[] = [];
+  /** Current entries of queued jobs per priority (stale ones excluded). */
+  readonly #levelSizes: number[] = [];
+  #entries = 0;
+  #backSeq = 0;
+  #frontSeq = 0;
   readonly #heap = new MinHeap<{ runAt: number; id: string }>(
     (a, b) => a.runAt < b.runAt || (a.runAt === b.runAt && a.id < b.id),
   );
-  readonly #queuedAt = new Map<string, number>();
+  readonly #queued = new Map<string, IndexEntry>();
   readonly #dueAt = new Map<string, DueState>();
   readonly #records = new Map<string, JobWire>();
   readonly #recordBudget: number;
@@ -56,11 +69,14 @@ export class ReadyIndex {
 
   constructor(recordBudget = DEFAULT_RECORD_BUDGET) {
     this.#recordBudget = recordBudget;
-    for (let p = 0; p < PRIORITY_LEVELS; p++) this.#fifos.push(new Deque<IndexEntry>(64));
+    for (let p = 0; p < PRIORITY_LEVELS; p++) {
+      this.#levels.push(new Map());
+      this.#levelSizes.push(0);
+    }
   }
 
   get queued(): number {
-    return this.#queuedAt.size;
+    return this.#queued.size;
   }
 
   /** A job became queued; `front`: a claim given back, first in line again. */
@@ -73,10 +89,7 @@ export class ReadyIndex {
     where: 'back' | 'front' = 'back',
   ): void {
     this.remove(id);
-    this.#queuedAt.set(id, readyAt);
-    const entry = { id, type, priority, readyAt };
-    if (where === 'front') this.#fifos[priority]?.unshift(entry);
-    else this.#fifos[priority]?.push(entry);
+    this.#enqueue({ id, type, priority, readyAt, seq: 0 }, where);
     if (record !== null) this.#keep(id, record);
   }
 
@@ -90,8 +103,11 @@ export class ReadyIndex {
 
   /** The job is no longer ready or due (claimed elsewhere, cancelled, …); answers its copy, if any. */
   remove(id: string): JobWire | null {
-    if (this.#queuedAt.delete(id)) this.#compactFifos();
-    else if (this.#dueAt.delete(id) && this.#heap.size > 2 * this.#dueAt.size + COMPACT_SLACK) {
+    const queued = this.#queued.get(id);
+    if (queued !== undefined) {
+      this.#dequeued(queued);
+      this.#compactFifos();
+    } else if (this.#dueAt.delete(id) && this.#heap.size > 2 * this.#dueAt.size + COMPACT_SLACK) {
       this.#heap.retain((entry) => this.#dueAt.get(entry.id)?.runAt === entry.runAt);
     }
     return this.#drop(id);
@@ -107,32 +123,49 @@ export class ReadyIndex {
       const due = this.#dueAt.get(top.id);
       if (due === undefined || due.runAt !== top.runAt) continue;
       this.#dueAt.delete(top.id);
-      this.#queuedAt.set(top.id, now);
-      this.#fifos[due.priority]?.push({ id: top.id, type: due.type, priority: due.priority, readyAt: now });
+      this.#enqueue({ id: top.id, type: due.type, priority: due.priority, readyAt: now, seq: 0 }, 'back');
       promoted.push({ id: top.id, runAt: top.runAt, priority: due.priority });
     }
   }
 
-  /** The best queued job, without taking it. */
-  peek(): IndexEntry | undefined {
+  /**
+   * The best queued job of a type `allowed` lets through, without taking it. `held`
+   * hears of each type whose first job was passed over (it would have been better).
+   */
+  peek(allowed: TypeFilter = null, held?: (type: string) => void): IndexEntry | undefined {
+    let passed: IndexEntry[] | undefined;
     for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY; priority--) {
-      const fifo = this.#fifos[priority] as Deque<IndexEntry>;
-      for (;;) {
-        const entry = fifo.peek();
-        if (entry === undefined) break;
-        if (this.#queuedAt.get(entry.id) === entry.readyAt) return entry;
-        fifo.shift();
+      if (this.#levelSizes[priority] === 0) continue;
+      let best: IndexEntry | undefined;
+      for (const fifo of (this.#levels[priority] as Map<string, Deque<IndexEntry>>).values()) {
+        const head = this.#head(fifo);
+        if (head === undefined) continue;
+        if (allowed !== null && !allowed(head.type)) {
+          if (held !== undefined) (passed ??= []).push(head);
+          continue;
+        }
+        if (best === undefined || head.seq < best.seq) best = head;
+      }
+      if (best !== undefined) {
+        for (const entry of passed ?? [])
+          if (entry.priority > best.priority || entry.seq < best.seq) held?.(entry.type);
+        return best;
       }
     }
+    for (const entry of passed ?? []) held?.(entry.type);
     return undefined;
   }
 
-  /** Takes the best queued job and its copy (null if none is kept). */
-  take(): { entry: IndexEntry; record: JobWire | null } | undefined {
-    const entry = this.peek();
+  /** Takes the best queued job of a type `allowed` lets through, and its copy (null if none is kept). */
+  take(
+    allowed: TypeFilter = null,
+    held?: (type: string) => void,
+  ): { entry: IndexEntry; record: JobWire | null } | undefined {
+    const entry = this.peek(allowed, held);
     if (entry === undefined) return undefined;
-    (this.#fifos[entry.priority] as Deque<IndexEntry>).shift();
-    this.#queuedAt.delete(entry.id);
+    this.#levels[entry.priority]?.get(entry.type)?.shift();
+    this.#entries -= 1;
+    this.#dequeued(entry);
     return { entry, record: this.#drop(entry.id) };
   }
 
@@ -147,15 +180,10 @@ export class ReadyIndex {
 
   oldestQueuedReadyAt(): number | null {
     let oldest: number | null = null;
-    for (const fifo of this.#fifos) {
-      for (;;) {
-        const head = fifo.peek();
-        if (head === undefined) break;
-        if (this.#queuedAt.get(head.id) === head.readyAt) {
-          if (oldest === null || head.readyAt < oldest) oldest = head.readyAt;
-          break;
-        }
-        fifo.shift();
+    for (const level of this.#levels) {
+      for (const fifo of level.values()) {
+        const head = this.#head(fifo);
+        if (head !== undefined && (oldest === null || head.readyAt < oldest)) oldest = head.readyAt;
       }
     }
     return oldest;
@@ -163,16 +191,20 @@ export class ReadyIndex {
 
   /** Everything from the file's snapshot, without copies; `skip` are jobs this process runs. */
   rebuild(snapshot: Snapshot, skip: (id: string) => boolean): void {
-    for (const fifo of this.#fifos) fifo.clear();
+    for (const level of this.#levels) level.clear();
+    this.#levelSizes.fill(0);
+    this.#entries = 0;
     this.#heap.clear();
-    this.#queuedAt.clear();
+    this.#queued.clear();
     this.#dueAt.clear();
     this.#records.clear();
     this.#recordBytes = 0;
     for (const entry of snapshot.queued) {
       if (skip(entry.id)) continue;
-      this.#queuedAt.set(entry.id, entry.readyAt);
-      this.#fifos[entry.priority]?.push({ ...entry });
+      this.#enqueue(
+        { id: entry.id, type: entry.type, priority: entry.priority, readyAt: entry.readyAt, seq: 0 },
+        'back',
+      );
     }
     for (const entry of snapshot.due) {
       if (skip(entry.id)) continue;
@@ -196,10 +228,51 @@ export class ReadyIndex {
     return record;
   }
 
+  #enqueue(entry: IndexEntry, where: 'back' | 'front'): void {
+    const level = this.#levels[entry.priority] as Map<string, Deque<IndexEntry>>;
+    let fifo = level.get(entry.type);
+    if (fifo === undefined) {
+      fifo = new Deque<IndexEntry>(16);
+      level.set(entry.type, fifo);
+    }
+    if (where === 'front') {
+      entry.seq = --this.#frontSeq;
+      fifo.unshift(entry);
+    } else {
+      entry.seq = ++this.#backSeq;
+      fifo.push(entry);
+    }
+    this.#entries += 1;
+    this.#queued.set(entry.id, entry);
+    this.#levelSizes[entry.priority] = (this.#levelSizes[entry.priority] ?? 0) + 1;
+  }
+
+  /** The entry no longer stands for a queued job (its FIFO entry, if still there, is stale). */
+  #dequeued(entry: IndexEntry): void {
+    this.#queued.delete(entry.id);
+    this.#levelSizes[entry.priority] = (this.#levelSizes[entry.priority] ?? 1) - 1;
+  }
+
+  /** The first current entry of a FIFO, dropping stale ones before it. */
+  #head(fifo: Deque<IndexEntry>): IndexEntry | undefined {
+    for (;;) {
+      const entry = fifo.peek();
+      if (entry === undefined || this.#queued.get(entry.id) === entry) return entry;
+      fifo.shift();
+      this.#entries -= 1;
+    }
+  }
+
   #compactFifos(): void {
+    if (this.#entries <= 2 * this.#queued.size + COMPACT_SLACK) return;
     let entries = 0;
-    for (const fifo of this.#fifos) entries += fifo.size;
-    if (entries <= 2 * this.#queuedAt.size + COMPACT_SLACK) return;
-    for (const fifo of this.#fifos) fifo.retain((entry) => this.#queuedAt.get(entry.id) === entry.readyAt);
+    for (const level of this.#levels) {
+      for (const [type, fifo] of level) {
+        fifo.retain((entry) => this.#queued.get(entry.id) === entry);
+        if (fifo.size === 0) level.delete(type);
+        entries += fifo.size;
+      }
+    }
+    this.#entries = entries;
   }
 }
