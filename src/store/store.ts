@@ -80,6 +80,11 @@ export interface JobStore {
   paused(): Promise<boolean>;
   setPaused(paused: boolean): Promise<void>;
 
+  /** Task limits set at run time (PUT /v1/tasks/{name}/limits), by task type; kept across restarts. */
+  limitOverrides(): Promise<Map<string, LimitOverride>>;
+  /** Set a type's override, or remove it (null: back to the task module's own limits). */
+  setLimitOverride(type: string, override: LimitOverride | null): Promise<void>;
+
   /** The earliest `runAt` of a `scheduled` or `retrying` job, or null (the dispatcher's one timer). */
   nextDueAt(): Promise<number | null>;
 
@@ -122,6 +127,53 @@ export interface ClaimRequest {
    * first in line. Null: one job per batch.
    */
   micro: { costs: ReadonlyMap<string, number>; budgetMs: number; maxJobs: number; solo: ReadonlySet<string> } | null;
+  /**
+   * Task limits as this server sees them: at most this many more jobs of each named type
+   * in this claim (0: none now); types not named are not limited, and a limited type is
+   * never micro-batched. A job held back holds back nothing else: the claim takes the
+   * next-best job of another type, and the held job stays first of its type.
+   */
+  allowance?: ReadonlyMap<string, number> | null;
+  /**
+   * The limits themselves, for a store shared by several servers, which applies them
+   * across all of them (running attempts of the type in the whole store, one rate
+   * window for all); a store of one process has nothing to add to `allowance`.
+   */
+  limits?: ReadonlyMap<string, TaskLimits> | null;
+  /** Every registered task type, with `limits`: a shared store claims type by type while some are limited. */
+  types?: readonly string[];
+  /** Hears of each type whose job the claim passed over because of its limit (kiln_task_limited_total). */
+  passedOver?: (type: string) => void;
+}
+
+/** A run-time override of a task's limits: a field given replaces the module's (null: no such limit). */
+export interface LimitOverride {
+  concurrency?: number | null;
+  rateLimit?: { max: number; perMs: number } | null;
+}
+
+export const LIMITS_PREFIX = 'limits:';
+
+/** Overrides from their stored settings; a value that does not parse is left out. */
+export function parseOverrides(settings: Iterable<[string, string]>): Map<string, LimitOverride> {
+  const overrides = new Map<string, LimitOverride>();
+  for (const [key, value] of settings) {
+    if (!key.startsWith(LIMITS_PREFIX)) continue;
+    try {
+      overrides.set(key.slice(LIMITS_PREFIX.length), JSON.parse(value) as LimitOverride);
+    } catch {
+      // Written by this code as JSON; anything else is not an override.
+    }
+  }
+  return overrides;
+}
+
+/** A task type's limits (API.md "Task limits"). */
+export interface TaskLimits {
+  /** At most this many attempts of the type running at once. */
+  concurrency: number | null;
+  /** At most `max` attempts started in any window of `perMs`. */
+  rateLimit: { max: number; perMs: number } | null;
 }
 
 export type InsertResult =

@@ -621,6 +621,75 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
       });
     });
 
+    describe('claim: task limits', () => {
+      const held = { concurrency: 1, rateLimit: null };
+      const limited = (allowance: number, extra: Partial<ClaimRequest> = {}): Partial<ClaimRequest> => ({
+        allowance: new Map([['test.held', allowance]]),
+        limits: new Map([['test.held', held]]),
+        types: ['test.held', 'test.echo', 'test.other'],
+        ...extra,
+      });
+
+      it('passes over a held type to the next-best job of another, which stays first of its type', async () => {
+        const { store, clock } = await openStore();
+        const heldJobs: string[] = [];
+        for (let i = 0; i < 5; i++) {
+          clock.set(T0 + i);
+          heldJobs.push((await insertOne(store, { type: 'test.held', priority: 9 })).id);
+        }
+        clock.set(T0 + 10);
+        const echo = await insertOne(store, { type: 'test.echo', priority: 5 });
+        clock.set(T0 + 11);
+        const other = await insertOne(store, { type: 'test.other', priority: 1 });
+        clock.set(T0 + 20);
+        const passed: string[] = [];
+        const first = await store.claim(claimRequest(5, limited(0, { passedOver: (type) => passed.push(type) })));
+        assert.deepEqual(
+          first.map((batch) => batch.map((j) => j.id)),
+          [[echo.id], [other.id]],
+        );
+        assert.ok(passed.includes('test.held'), 'the held type was passed over');
+        const next = await store.claim(claimRequest(5, limited(1)));
+        assert.deepEqual(
+          next.map((batch) => batch.map((j) => j.id)),
+          [[heldJobs[0]]],
+          'one place frees one job: the first of its type',
+        );
+        assert.deepEqual(
+          (await store.claim(claimRequest(5))).map((batch) => batch.map((j) => j.id)),
+          heldJobs.slice(1).map((id) => [id]),
+          'without limits the rest follow in order',
+        );
+      });
+
+      it('never puts a limited type in a micro-batch', async () => {
+        const { store } = await openStore();
+        await insertOk(store, [
+          newJob({ type: 'test.held' }),
+          newJob({ type: 'test.held' }),
+          newJob({ type: 'test.echo' }),
+        ]);
+        const micro = {
+          costs: new Map([
+            ['test.held', 0.01],
+            ['test.echo', 0.01],
+          ]),
+          budgetMs: 2,
+          maxJobs: 10,
+          solo: new Set<string>(),
+        };
+        const claimed = await store.claim(
+          claimRequest(3, {
+            micro,
+            ...limited(2, { limits: new Map([['test.held', { concurrency: 5, rateLimit: null }]]) }),
+          }),
+        );
+        const heldBatches = claimed.filter((batch) => batch.some((j) => j.type === 'test.held'));
+        assert.equal(heldBatches.length, 2);
+        for (const batch of heldBatches) assert.equal(batch.length, 1);
+      });
+    });
+
     describe('claim: micro-batches', () => {
       const micro = (
         overrides: Partial<NonNullable<ClaimRequest['micro']>> = {},
@@ -1580,6 +1649,20 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
     });
 
     describe('settings', () => {
+      it('keeps task limit overrides, and removes one', async () => {
+        const { store } = await openStore();
+        assert.deepEqual([...(await store.limitOverrides())], []);
+        await store.setLimitOverride('test.echo', { concurrency: 2 });
+        await store.setLimitOverride('test.other', { concurrency: null, rateLimit: { max: 3, perMs: 1000 } });
+        assert.deepEqual([...(await store.limitOverrides())].sort(), [
+          ['test.echo', { concurrency: 2 }],
+          ['test.other', { concurrency: null, rateLimit: { max: 3, perMs: 1000 } }],
+        ]);
+        await store.setLimitOverride('test.echo', null);
+        assert.deepEqual([...(await store.limitOverrides()).keys()], ['test.other']);
+        assert.equal(await store.paused(), false, 'a setting of its own');
+      });
+
       it('keeps whether dispatch is paused', async () => {
         const { store } = await openStore();
         assert.equal(await store.paused(), false);

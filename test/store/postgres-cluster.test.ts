@@ -329,4 +329,43 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       await db.end();
     }
   });
+
+  it(
+    "applies task limits across the stores: running attempts and the rate window are the cluster's",
+    { timeout: 60_000 },
+    async () => {
+      const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+      await insert(a, [
+        ...Array.from({ length: 4 }, () => job({ type: 'test.held', priority: 9 })),
+        ...Array.from({ length: 4 }, () => job({ type: 'test.rated', priority: 9 })),
+        job({ type: 'test.echo', priority: 1 }),
+      ]);
+      const limits = new Map([
+        ['test.held', { concurrency: 1, rateLimit: null }],
+        ['test.rated', { concurrency: null, rateLimit: { max: 2, perMs: 3_600_000 } }],
+      ]);
+      // Each server's own view allows everything: only the database knows what the other holds.
+      const request = (owner: string) => ({
+        owner,
+        leaseMs: 30_000,
+        batches: 10,
+        micro: null,
+        allowance: new Map([
+          ['test.held', 1],
+          ['test.rated', 2],
+        ]),
+        limits,
+        types: ['test.held', 'test.rated', 'test.echo'],
+      });
+      const first = (await a.claim(request('node-a')))
+        .flat()
+        .map((j) => j.type)
+        .sort();
+      assert.deepEqual(first, ['test.echo', 'test.held', 'test.rated', 'test.rated']);
+      const passed: string[] = [];
+      const second = await b.claim({ ...request('node-b'), passedOver: (type: string) => passed.push(type) });
+      assert.deepEqual(second, [], 'the other server holds the one place and took both tokens');
+      assert.deepEqual(passed.sort(), ['test.held', 'test.rated']);
+    },
+  );
 });

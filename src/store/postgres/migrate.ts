@@ -1,6 +1,7 @@
 import type { ClientBase } from 'pg';
 import { StoreError } from '../errors.js';
 import jobs from './migrations/001-jobs.js';
+import taskLimits from './migrations/002-task-limits.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -9,7 +10,10 @@ import jobs from './migrations/001-jobs.js';
  * once: the first applies, the others wait and find nothing left to do. Append a step
  * to change the schema; never edit one that shipped.
  */
-const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [{ version: 1, name: 'jobs', sql: jobs }];
+const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+  { version: 1, name: 'jobs', sql: jobs },
+  { version: 2, name: 'task-limits', sql: taskLimits },
+];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;
 

@@ -98,6 +98,41 @@ UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at
 FROM picked WHERE j.id = picked.id
 RETURNING picked.previous_start, j.ready_seq, ${prefixed('j')}`,
 
+    /**
+     * Task limits across the cluster. A claim that applies them first takes a
+     * transaction-scoped advisory lock per limited type ($2, in order), so that two servers
+     * never both count the same free place, then reads what each type uses: running
+     * attempts and starts inside its rate window ($3 ms; 0 without a rate limit).
+     */
+    lockLimitedTypes: `SELECT pg_advisory_xact_lock(hashtextextended($1 || ':limit:' || t, 0))
+      FROM unnest($2::text[]) AS t ORDER BY t`,
+    limitUsage: `
+SELECT t.type,
+  (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.type = t.type)::int AS running,
+  (SELECT count(*) FROM ${s}.rate_starts r WHERE r.type = t.type AND r.at > ${now} - t.per_ms)::int AS started
+FROM unnest($1::text[], $2::bigint[]) AS t(type, per_ms)`,
+    /** Forget starts that left their type's window. */
+    forgetStarts: `DELETE FROM ${s}.rate_starts r USING unnest($1::text[], $2::bigint[]) AS t(type, per_ms)
+      WHERE r.type = t.type AND r.at <= ${now} - t.per_ms`,
+    recordStarts: `INSERT INTO ${s}.rate_starts (type, at) SELECT t, ${now} FROM unnest($1::text[]) AS t`,
+    /**
+     * Candidates type by type ($1 types, at most $2 of each, best first, $3 in all), so a
+     * type held back by its limit is never read: each type is one probe of jobs_claim_type.
+     */
+    claimCandidatesByType: `
+SELECT c.id::text AS id, c.type FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type
+  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY c.priority DESC, c.ready_at, c.ready_seq
+LIMIT $3`,
+    /** Held types that have queued jobs (a claim passed them over). */
+    queuedTypes: `SELECT t AS type FROM unnest($1::text[]) AS t
+      WHERE EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t)`,
+
     /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
     claimCandidates: `
 SELECT id::text AS id, type FROM ${s}.jobs
@@ -189,6 +224,10 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
          ORDER BY priority DESC, ready_at, ready_seq LIMIT 1) AS q`,
 
     paused: `SELECT value FROM ${s}.settings WHERE key = 'paused'`,
+    settingsByPrefix: `SELECT key, value FROM ${s}.settings WHERE starts_with(key, $1)`,
+    putSetting: `INSERT INTO ${s}.settings (key, value) VALUES ($1, $2)
+      ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+    deleteSetting: `DELETE FROM ${s}.settings WHERE key = $1`,
     setPaused: `INSERT INTO ${s}.settings (key, value) VALUES ('paused', $1)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 

@@ -121,6 +121,8 @@ export type Op =
   | { op: 'counts' }
   | { op: 'paused' }
   | { op: 'setPaused'; paused: boolean }
+  | { op: 'settings'; prefix: string }
+  | { op: 'putSetting'; key: string; value: string | null }
   | { op: 'expired'; now: number; limit: number }
   | { op: 'purge'; status: JobStatus; olderThan: number; limit: number }
   | { op: 'snapshot' };
@@ -131,6 +133,7 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'list',
   'counts',
   'paused',
+  'settings',
   'expired',
   'snapshot',
 ]);
@@ -152,6 +155,8 @@ export interface Answers {
   counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
   paused: boolean;
   setPaused: null;
+  settings: [string, string][];
+  putSetting: null;
   expired: ExpiredAttempt[];
   purge: number;
   snapshot: Snapshot;

@@ -35,6 +35,11 @@ export function prepareStatements(db: Database.Database) {
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectParentIds: pluck<string>('SELECT DISTINCT parent FROM job_deps'),
     selectSetting: pluck<string>('SELECT value FROM settings WHERE key = ?'),
+    // Keys from the prefix on (the caller checks the prefix; few settings exist).
+    selectSettings: prepare<{ key: string; value: string }>(
+      'SELECT key, value FROM settings WHERE key >= ? ORDER BY key',
+    ),
+    deleteSetting: prepare('DELETE FROM settings WHERE key = ?'),
     upsertSetting: prepare(
       'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
     ),

@@ -39,6 +39,7 @@ import type {
   StoreListener,
   StoreOptions,
 } from '../store.js';
+import { LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
 import {
   type Answers,
   type ChangesWire,
@@ -235,20 +236,31 @@ export class SqliteStore implements JobStore {
     const entries: IndexEntry[][] = [];
     const records: (JobWire | null)[][] = [];
     const { micro } = request;
+    const left = request.allowance === undefined || request.allowance === null ? null : new Map(request.allowance);
+    const allowed = left === null || left.size === 0 ? null : (type: string) => (left.get(type) ?? 1) > 0;
     let missing = 0;
     while (entries.length < request.batches) {
-      const first = this.#index.take();
+      const first = this.#index.take(allowed, request.passedOver);
       if (first === undefined) break;
       const batchEntries = [first.entry];
       const batchRecords = [first.record];
       entries.push(batchEntries);
       records.push(batchRecords);
       if (first.record === null) missing++;
-      let expectedMs = micro === null || micro.solo.has(first.entry.id) ? undefined : micro.costs.get(first.entry.type);
+      const allowance = left?.get(first.entry.type);
+      if (allowance !== undefined) left?.set(first.entry.type, allowance - 1);
+      let expectedMs =
+        micro === null || micro.solo.has(first.entry.id) || allowance !== undefined
+          ? undefined
+          : micro.costs.get(first.entry.type);
       if (micro === null || expectedMs === undefined) continue;
       while (batchEntries.length < micro.maxJobs && expectedMs < micro.budgetMs) {
         const next = this.#index.peek();
-        const cost = next === undefined || micro.solo.has(next.id) ? undefined : micro.costs.get(next.type);
+        // A limited type is never in a micro-batch: its jobs are counted one by one.
+        const cost =
+          next === undefined || micro.solo.has(next.id) || left?.has(next.type) === true
+            ? undefined
+            : micro.costs.get(next.type);
         // The next job does not fit: it stays first in line for the next batch.
         if (cost === undefined) break;
         const taken = this.#index.take();
@@ -499,6 +511,18 @@ export class SqliteStore implements JobStore {
 
   paused(): Promise<boolean> {
     return this.#call({ op: 'paused' });
+  }
+
+  async limitOverrides(): Promise<Map<string, LimitOverride>> {
+    return parseOverrides(await this.#call({ op: 'settings', prefix: LIMITS_PREFIX }));
+  }
+
+  setLimitOverride(type: string, override: LimitOverride | null): Promise<void> {
+    return this.#call({
+      op: 'putSetting',
+      key: LIMITS_PREFIX + type,
+      value: override === null ? null : JSON.stringify(override),
+    }).then(() => undefined);
   }
 
   nextDueAt(): Promise<number | null> {

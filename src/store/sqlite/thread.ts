@@ -107,6 +107,10 @@ function run(t: SqliteTransitions, op: Op): unknown {
       return t.paused();
     case 'setPaused':
       return t.setPaused(op.paused);
+    case 'settings':
+      return t.settings(op.prefix);
+    case 'putSetting':
+      return t.putSetting(op.key, op.value);
     case 'expired':
       return t.expired(op.now, op.limit);
     case 'purge':

@@ -417,6 +417,21 @@ export class SqliteTransitions {
     return this.#s.selectSetting.get('paused') === 'true';
   }
 
+  /** Settings whose key starts with `prefix`, as [key, value] pairs. */
+  settings(prefix: string): [string, string][] {
+    return this.#s.selectSettings
+      .all(prefix)
+      .filter((row) => row.key.startsWith(prefix))
+      .map((row) => [row.key, row.value]);
+  }
+
+  /** Set a setting, or delete it (null). */
+  putSetting(key: string, value: string | null): null {
+    if (value === null) this.#s.deleteSetting.run(key);
+    else this.#s.upsertSetting.run(key, value);
+    return null;
+  }
+
   setPaused(paused: boolean): null {
     this.#s.upsertSetting.run('paused', String(paused));
     return null;
