@@ -7,6 +7,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import type { KilnMetrics } from './metrics.js';
 import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
 import { type AttemptEnd, decideAttempt } from './retry-policy.js';
+import { TaskLimiter } from './task-limits.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -17,6 +18,8 @@ export interface DispatcherOptions {
   onError(message: string, error: unknown): void;
   random?: () => number;
   microBatch?: MicroBatchOptions;
+  /** The registered task types (a shared store that applies task limits claims type by type). */
+  taskTypes?: () => readonly string[];
 }
 
 /** How often outcomes the store could not take are written again. */
@@ -77,6 +80,10 @@ export class Dispatcher {
   readonly #micro: MicroBatching;
   readonly #leases: LeaseKeeper;
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  /** Task limits (concurrency, rate) as this server applies them. */
+  readonly limiter = new TaskLimiter();
+  #limitTimer: NodeJS.Timeout | null = null;
+  #limitWakeAt: number | null = null;
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
@@ -138,6 +145,8 @@ export class Dispatcher {
   async stop(graceMs: number): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    if (this.#limitTimer !== null) clearTimeout(this.#limitTimer);
+    this.#limitTimer = null;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
     this.#dueTimer = null;
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
@@ -278,12 +287,28 @@ export class Dispatcher {
           this.#pool.slots.available,
         );
         if (free <= 0) continue;
+        const allowance = this.limiter.active ? this.limiter.allowance() : null;
+        const passed = new Set<string>();
         const batches = await this.#store.claim({
           owner: this.owner,
           leaseMs: this.#options.leaseMs,
           batches: free,
           micro: this.#micro.request(),
+          ...(allowance === null
+            ? {}
+            : {
+                allowance: allowance.left,
+                limits: this.limiter.limits(),
+                types: this.#options.taskTypes?.() ?? [],
+                passedOver: (type: string) => passed.add(type),
+              }),
         });
+        for (const type of passed) {
+          this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
+        }
+        // A job held by its rate limit is claimed when a token comes back; one held by its
+        // concurrency when an attempt of its type ends, which pumps anyway.
+        this.#armLimitTimer(passed.size > 0 ? (allowance?.wakeAt ?? null) : null);
         if (this.#stopped) {
           // Stopped while the claim read its jobs: they go back, unrun.
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
@@ -297,6 +322,32 @@ export class Dispatcher {
     } finally {
       this.#armDueTimer();
     }
+  }
+
+  #armLimitTimer(wakeAt: number | null): void {
+    if (wakeAt === null || this.#stopped) return;
+    if (this.#limitTimer !== null && this.#limitWakeAt !== null && this.#limitWakeAt <= wakeAt) return;
+    if (this.#limitTimer !== null) clearTimeout(this.#limitTimer);
+    this.#limitWakeAt = wakeAt;
+    this.#limitTimer = setTimeout(
+      () => {
+        this.#limitTimer = null;
+        this.#limitWakeAt = null;
+        this.pump();
+      },
+      Math.max(1, wakeAt - Date.now()),
+    );
+    this.#limitTimer.unref();
+  }
+
+  /** Attempts of each type this server runs now (a look-ahead included). */
+  runningByType(): Map<string, number> {
+    const running = new Map<string, number>();
+    for (const batch of this.#batches) {
+      if (batch.recalled) continue;
+      for (const job of batch.jobs) running.set(job.type, (running.get(job.type) ?? 0) + 1);
+    }
+    return running;
   }
 
   #armDueTimer(): void {
@@ -352,6 +403,9 @@ export class Dispatcher {
       timer: this.#timeout(() => batch, timeoutMs, timeoutMs),
     };
     this.#batches.add(batch);
+    if (this.limiter.active) {
+      for (const job of jobs) this.limiter.claimed(job.type, job.id, () => this.#pool.slots.startedAt(slot));
+    }
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
     const attempts: AttemptInput[] = [];
@@ -417,6 +471,7 @@ export class Dispatcher {
   }
 
   #giveBackJobs(jobs: ClaimedJob[], dropped: ReadonlySet<string>): void {
+    for (const job of jobs) this.limiter.ended(job.type, job.id, null);
     const back = jobs.filter((job) => !dropped.has(job.id));
     const released = this.#store
       .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
@@ -444,6 +499,7 @@ export class Dispatcher {
   async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
     const started = this.#pool.slots.startedAt(batch.slot);
+    for (const job of batch.jobs) this.limiter.ended(job.type, job.id, started);
     this.#pool.slots.release(batch.slot);
     this.#batches.delete(batch);
     if (batch.recalled) this.#recalled -= 1;

@@ -43,6 +43,10 @@ export function notFound(id: string): KilnError {
   return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
 }
 
+export function noSuchTask(name: string): KilnError {
+  return new KilnError('not_found', `no task is registered as ${JSON.stringify(name)}`);
+}
+
 export function validationError(issues: FieldIssue[]): KilnError {
   const detail = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
   return new KilnError('validation_error', detail, { issues });

@@ -9,6 +9,9 @@ export interface GaugeSource {
   capacity: number;
   threads: number;
   busyThreads(): number;
+  /** Registered task types (each gets its series at 0) and the attempts of each this server runs. */
+  taskTypes?: () => string[];
+  runningByType?: () => Map<string, number>;
   /** Live servers sharing the store; absent for a store of one process. */
   liveNodes?: () => Promise<number>;
 }
@@ -32,6 +35,7 @@ export class KilnMetrics {
   readonly #wait: Histogram<'type'>;
   readonly #run: Histogram<'type' | 'outcome'>;
   readonly #commit: Histogram;
+  readonly #limited: Counter<'type' | 'limit'>;
 
   constructor(source: GaugeSource) {
     const registers = [this.registry];
@@ -164,6 +168,25 @@ export class KilnMetrics {
         this.set(source.busyThreads());
       },
     });
+    const { taskTypes, runningByType } = source;
+    new Gauge({
+      name: 'kiln_task_running',
+      help: 'Attempts of each task type this server runs now.',
+      labelNames: ['type'],
+      registers,
+      collect() {
+        this.reset();
+        const running = runningByType?.() ?? new Map<string, number>();
+        for (const type of taskTypes?.() ?? []) this.set({ type }, running.get(type) ?? 0);
+        for (const [type, n] of running) this.set({ type }, n);
+      },
+    });
+    this.#limited = new Counter({
+      name: 'kiln_task_limited_total',
+      help: "Claims that passed a job over because its type's limit held it back.",
+      labelNames: ['type', 'limit'],
+      registers,
+    });
     const liveNodes = source.liveNodes;
     if (liveNodes !== undefined) {
       new Gauge({
@@ -215,6 +238,10 @@ export class KilnMetrics {
 
   rejected(reason: 'queue_full' | 'shutting_down'): void {
     this.#rejected.inc({ reason });
+  }
+
+  limited(type: string, limit: 'concurrency' | 'rate'): void {
+    this.#child(this.#limited, type, limit).inc();
   }
 
   /** A store commit took this long (kiln_store_commit_seconds). */

@@ -2,20 +2,36 @@ import { hostname } from 'node:os';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
 import { isStoreError } from '../store/errors.js';
-import type { JobStore, ListFilter, NodeInfo, Page, StoreEvent } from '../store/store.js';
+import type { JobStore, LimitOverride, ListFilter, NodeInfo, Page, StoreEvent, TaskLimits } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
-import type { TaskRegistry } from '../workers/registry.js';
+import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
 import { KILN_VERSION } from '../version.js';
 import { Dispatcher } from './dispatcher.js';
-import { type FieldIssue, KilnError, notFound, validationError } from './errors.js';
+import { type FieldIssue, KilnError, notFound, noSuchTask, validationError } from './errors.js';
 import { JobEvents } from './events.js';
 import { KilnMetrics } from './metrics.js';
 import { RateWindow } from './rate-window.js';
 import type { MicroBatchOptions } from './micro-batch.js';
 import { Rescuer } from './rescuer.js';
+import { effectiveLimits } from './task-limits.js';
+
+/** How often a server of a shared store reads the task limit overrides again. */
+const OVERRIDES_RELOAD_MS = 1000;
+
+/** A registered task with its limits (GET /v1/tasks). */
+export interface TaskInfo {
+  task: LoadedTask;
+  override: LimitOverride | null;
+  /** The module's limits with the override on top: what dispatch applies. */
+  effective: TaskLimits;
+  /** Attempts of the task this server runs now. */
+  running: number;
+  /** Starts its rate limit allows now (null: no rate limit). */
+  tokens: number | null;
+}
 
 /** One job as a client asked for it, envelope already validated. */
 export interface SubmitItem {
@@ -97,6 +113,9 @@ export class Scheduler {
   readonly #unsubscribe: () => void;
   #started = false;
   readonly #startedAt: number;
+  /** Run-time overrides of task limits, as last read from the store. */
+  #overrides = new Map<string, LimitOverride>();
+  #overridesTimer: NodeJS.Timeout | null = null;
   #draining = false;
   #retentionTimer: NodeJS.Timeout | null = null;
   /** Terminal jobs per second over the last seconds, for Retry-After hints. */
@@ -116,6 +135,8 @@ export class Scheduler {
       capacity: options.capacity,
       threads: options.threads,
       busyThreads: () => this.#dispatcher.busyThreads,
+      taskTypes: () => this.#registry.list().map((task) => task.name),
+      runningByType: () => this.#dispatcher.runningByType(),
       ...(options.store.nodes === undefined
         ? {}
         : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
@@ -128,6 +149,7 @@ export class Scheduler {
       threads: options.threads,
       leaseMs: options.leaseMs,
       onError: (message, error) => this.#log.error({ err: error }, message),
+      taskTypes: () => this.#registry.list().map((task) => task.name),
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
     });
@@ -155,7 +177,63 @@ export class Scheduler {
     const recovered = await this.#rescuer.runOnce();
     if (recovered > 0) this.#log.warn({ recovered }, 'retried attempts interrupted by a stop or crash');
     this.#rescuer.start();
+    this.#overrides = await this.#store.limitOverrides();
+    this.#applyLimits();
+    if (this.#store.nodes !== undefined) {
+      // Another server may change an override: every server applies it within a second.
+      this.#overridesTimer = setInterval(() => void this.#reloadOverrides(), OVERRIDES_RELOAD_MS);
+      this.#overridesTimer.unref();
+    }
     await this.#dispatcher.start();
+  }
+
+  // ── task limits ───────────────────────────────────────────────────────────
+
+  /** Each registered task's limits with its override, for the dispatcher. */
+  #applyLimits(): void {
+    const limits = new Map<string, TaskLimits>();
+    for (const task of this.#registry.list()) {
+      limits.set(task.name, effectiveLimits(task, this.#overrides.get(task.name)));
+    }
+    this.#dispatcher.limiter.configure(limits);
+    this.#dispatcher.pump();
+  }
+
+  async #reloadOverrides(): Promise<void> {
+    try {
+      const overrides = await this.#store.limitOverrides();
+      if (JSON.stringify([...overrides]) === JSON.stringify([...this.#overrides])) return;
+      this.#overrides = overrides;
+      this.#applyLimits();
+    } catch {
+      // The store is away: the limits in force stay until it answers again.
+    }
+  }
+
+  /** The registered tasks with their limits: declared, overridden, in force, and their use now. */
+  tasks(): TaskInfo[] {
+    return this.#registry.list().map((task) => {
+      const override = this.#overrides.get(task.name) ?? null;
+      const effective = effectiveLimits(task, override ?? undefined);
+      const usage = this.#dispatcher.limiter.usage(task.name);
+      return {
+        task,
+        override,
+        effective,
+        running: this.#dispatcher.runningByType().get(task.name) ?? 0,
+        tokens: usage.tokens,
+      };
+    });
+  }
+
+  /** Override a task's limits at run time (stored; null for a field: no such limit). */
+  async setLimits(name: string, override: LimitOverride | null): Promise<TaskInfo> {
+    if (this.#registry.get(name) === undefined) throw noSuchTask(name);
+    await this.#store.setLimitOverride(name, override).catch(unavailable);
+    if (override === null) this.#overrides.delete(name);
+    else this.#overrides.set(name, override);
+    this.#applyLimits();
+    return this.tasks().find((info) => info.task.name === name) as TaskInfo;
   }
 
   get draining(): boolean {
@@ -183,6 +261,8 @@ export class Scheduler {
       if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
       this.#retentionTimer = null;
       this.#rescuer.stop();
+      if (this.#overridesTimer !== null) clearInterval(this.#overridesTimer);
+      this.#overridesTimer = null;
       await this.#dispatcher.stop(graceMs);
       await this.#pool.close();
       this.#unsubscribe();

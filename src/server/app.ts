@@ -125,7 +125,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   const typed = app.withTypeProvider<ZodTypeProvider>();
   registerJobRoutes(typed, options.scheduler);
-  registerQueueRoutes(typed, options.scheduler, options.registry);
+  registerQueueRoutes(typed, options.scheduler);
   registerSystemRoutes(typed, options);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

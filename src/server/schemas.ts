@@ -170,20 +170,53 @@ export const nodesSchema = z.object({
   ),
 });
 
-export const tasksSchema = z.object({
-  tasks: z.array(
-    z.object({
-      name: z.string(),
-      description: z.string(),
-      payloadSchema: z.unknown(),
-      defaults: z.object({
-        priority: z.int(),
-        maxAttempts: z.int(),
-        timeoutMs: z.int(),
-        backoff: z.unknown(),
-      }),
-      concurrency: z.int().nullable(),
-      rateLimit: z.object({ max: z.int(), perMs: z.int() }).nullable(),
-    }),
-  ),
+const rateLimitSchema = z.object({ max: z.int().min(1), perMs: z.int().min(1) }).strict();
+
+/** Limits in force or declared: null where there is no such limit. */
+const limitsSchema = z.object({ concurrency: z.int().nullable(), rateLimit: rateLimitSchema.nullable() });
+
+export const limitsOverrideSchema = z
+  .object({
+    concurrency: z
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .nullable()
+      .optional()
+      .describe('At most this many attempts at once; null: none.'),
+    rateLimit: z
+      .object({ max: z.int().min(1).max(1_000_000), perMs: z.int().min(1).max(86_400_000) })
+      .strict()
+      .nullable()
+      .optional()
+      .describe('At most `max` attempts started in any window of `perMs`; null: none.'),
+  })
+  .strict()
+  .refine((body) => body.concurrency !== undefined || body.rateLimit !== undefined, {
+    message: 'give concurrency, rateLimit or both (null removes a limit)',
+  });
+
+export const taskParamsSchema = z.object({ name: z.string().min(1).max(100) }).strict();
+
+export const taskSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  payloadSchema: z.unknown(),
+  defaults: z.object({
+    priority: z.int(),
+    maxAttempts: z.int(),
+    timeoutMs: z.int(),
+    backoff: z.unknown(),
+  }),
+  concurrency: z.int().nullable().describe("The module's own limit."),
+  rateLimit: rateLimitSchema.nullable().describe("The module's own limit."),
+  override: z
+    .object({ concurrency: z.int().nullable().optional(), rateLimit: rateLimitSchema.nullable().optional() })
+    .nullable()
+    .describe('Set with PUT /v1/tasks/{name}/limits; null when none.'),
+  limits: limitsSchema.describe('What dispatch applies: the module’s limits with the override on top.'),
+  running: z.int().describe('Attempts of the task this server runs now.'),
+  tokens: z.int().nullable().describe('Starts the rate limit allows now; null without a rate limit.'),
 });
+
+export const tasksSchema = z.object({ tasks: z.array(taskSchema) });

@@ -165,4 +165,21 @@ describe('cluster: the API holds across servers on one database', () => {
     assert.equal(conflict?.status, 409);
     assert.equal(conflict?.body.code, 'idempotency_conflict');
   });
+
+  it('applies a task limit override made on one server on every server', { timeout: 60_000 }, async () => {
+    const [a, b, c] = servers as [KilnProcess, KilnProcess, KilnProcess];
+    const put = await a.request('PUT', '/v1/tasks/test.quick/limits', { concurrency: 2 });
+    assert.equal(put.status, 200, put.text);
+    const limitsOn = async (server: KilnProcess) =>
+      (await server.request('GET', '/v1/tasks')).body.tasks.find((t: { name: string }) => t.name === 'test.quick')
+        .limits;
+    // Each server reads the overrides again once a second.
+    for (const server of [b, c]) {
+      while ((await limitsOn(server)).concurrency !== 2) await sleep(50);
+    }
+    assert.equal((await c.request('DELETE', '/v1/tasks/test.quick/limits')).status, 200);
+    for (const server of [a, b]) {
+      while ((await limitsOn(server)).concurrency !== null) await sleep(50);
+    }
+  });
 });

@@ -336,6 +336,8 @@ describe('the HTTP API', () => {
       'kiln_pool_threads',
       'kiln_pool_busy_threads',
       'kiln_store_commit_seconds',
+      'kiln_task_running',
+      'kiln_task_limited_total',
       'nodejs_eventloop_lag_seconds',
     ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), name);

@@ -1,9 +1,17 @@
-import type { Scheduler } from '../../scheduler/scheduler.js';
-import type { TaskRegistry } from '../../workers/registry.js';
-import { nodesSchema, problemSchema, queueSchema, tasksSchema } from '../schemas.js';
+import type { Scheduler, TaskInfo } from '../../scheduler/scheduler.js';
+import type { LimitOverride } from '../../store/store.js';
+import {
+  limitsOverrideSchema,
+  nodesSchema,
+  problemSchema,
+  queueSchema,
+  taskParamsSchema,
+  taskSchema,
+  tasksSchema,
+} from '../schemas.js';
 import type { TypedApp } from '../typed-app.js';
 
-export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler, registry: TaskRegistry): void {
+export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   const queueRoute = { tags: ['queue'], response: { 200: queueSchema, 401: problemSchema } };
 
   app.get('/v1/queue', { schema: { summary: 'Depth and capacity', ...queueRoute } }, () => scheduler.queueInfo());
@@ -35,15 +43,53 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler, registr
     {
       schema: { summary: 'The registered tasks', tags: ['tasks'], response: { 200: tasksSchema, 401: problemSchema } },
     },
-    () => ({
-      tasks: registry.list().map((task) => ({
-        name: task.name,
-        description: task.description,
-        payloadSchema: task.payloadJsonSchema,
-        defaults: task.defaults,
-        concurrency: task.concurrency,
-        rateLimit: task.rateLimit,
-      })),
-    }),
+    () => ({ tasks: scheduler.tasks().map(renderTask) }),
   );
+
+  const limitsRoute = {
+    tags: ['tasks'],
+    params: taskParamsSchema,
+    response: { 200: taskSchema, 400: problemSchema, 401: problemSchema, 404: problemSchema, 503: problemSchema },
+  };
+
+  app.put(
+    '/v1/tasks/:name/limits',
+    {
+      schema: {
+        summary: "Override a task's limits at run time (stored; every server applies them)",
+        body: limitsOverrideSchema,
+        ...limitsRoute,
+      },
+    },
+    async (request) => {
+      const { concurrency, rateLimit } = request.body;
+      const override: LimitOverride = {
+        ...(concurrency === undefined ? {} : { concurrency }),
+        ...(rateLimit === undefined ? {} : { rateLimit }),
+      };
+      return renderTask(await scheduler.setLimits(request.params.name, override));
+    },
+  );
+
+  app.delete(
+    '/v1/tasks/:name/limits',
+    { schema: { summary: "Return to the task module's own limits", ...limitsRoute } },
+    async (request) => renderTask(await scheduler.setLimits(request.params.name, null)),
+  );
+}
+
+function renderTask(info: TaskInfo) {
+  const { task } = info;
+  return {
+    name: task.name,
+    description: task.description,
+    payloadSchema: task.payloadJsonSchema,
+    defaults: task.defaults,
+    concurrency: task.concurrency,
+    rateLimit: task.rateLimit,
+    override: info.override,
+    limits: info.effective,
+    running: info.running,
+    tokens: info.tokens,
+  };
 }
