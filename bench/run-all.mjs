@@ -35,6 +35,7 @@ const BENCHMARKS = [
   'pg-cluster',
   'pg-claim-latency',
   'pg-bloat',
+  'limited-backlog',
 ];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
 const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency', 'main-thread-cost'];

@@ -1,0 +1,166 @@
+/**
+ * Task limits, claim cost with a limited backlog: each store (SQLite in memory, and
+ * PostgreSQL: BENCH_PG_URL, else the local server) opened in this process from dist/, a backlog of 100,000
+ * queued jobs of a type held back by its limit (priority 9, first in line) and 10,000 of
+ * another type behind them (priority 5). Then claims of 2 jobs with the held type's
+ * allowance at 0 (as the dispatcher asks while the type is at its limit) until the other
+ * type's jobs are all taken, each claim timed alone: the claim must pass over the held
+ * backlog without reading it. Baseline, in the same run: the same 10,000 jobs with no
+ * backlog and no limits. Figures: µs per claim p50/p99, and the ratio of limited to
+ * baseline.
+ *
+ *   node bench/limited-backlog.mjs [--size tiny|full] [--runs N]
+ */
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { dropSchema, freshSchemaName, openPostgresStore, requirePostgres } from './lib/postgres.mjs';
+import { ROOT_DIR } from './lib/processes.mjs';
+import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+
+const NAME = 'limited-backlog';
+const options = benchOptions({ full: 3, tiny: 1 });
+const SIZES = { full: { held: 100_000, other: 10_000 }, tiny: { held: 2_000, other: 200 } };
+const { held: HELD, other: OTHER } = SIZES[options.size];
+const INSERT_BATCH = 1000;
+const LIMITS = new Map([['bench.held', { concurrency: 1, rateLimit: null }]]);
+const TYPES = ['bench.held', 'bench.other'];
+
+const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
+const { SqliteStore } = await import(dist('store', 'sqlite', 'store.js'));
+const { newJobId } = await import(dist('jobs', 'ids.js'));
+
+function job(type, priority) {
+  return {
+    id: newJobId(),
+    type,
+    priority,
+    payload: {},
+    maxAttempts: 3,
+    timeoutMs: 60_000,
+    backoff: { initialMs: 1000, factor: 2, maxMs: 60_000, jitter: 'none' },
+    idempotencyKey: null,
+    dependsOn: [],
+    metadata: {},
+    runAt: null,
+    createdAt: Date.now(),
+  };
+}
+
+async function fill(store, type, priority, n) {
+  for (let done = 0; done < n; done += INSERT_BATCH) {
+    const jobs = Array.from({ length: Math.min(INSERT_BATCH, n - done) }, () => job(type, priority));
+    const result = await store.insert(jobs);
+    if (!result.ok) throw new Error(`insert refused: ${JSON.stringify(result)}`);
+  }
+}
+
+/** Claims 2 at a time until nothing is left to take; answers µs per claim and the jobs taken. */
+async function claimAll(store, limited) {
+  const times = [];
+  let taken = 0;
+  for (;;) {
+    const request = { owner: 'bench', leaseMs: 600_000, batches: 2, micro: null };
+    if (limited) Object.assign(request, { allowance: new Map([['bench.held', 0]]), limits: LIMITS, types: TYPES });
+    const started = performance.now();
+    const batches = await store.claim(request);
+    times.push((performance.now() - started) * 1000);
+    const jobs = batches.flat();
+    if (jobs.length === 0) break;
+    if (jobs.some((j) => j.type === 'bench.held')) throw new Error('a held job was claimed');
+    taken += jobs.length;
+  }
+  times.pop();
+  return { times: times.sort((a, b) => a - b), taken };
+}
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function measure(open, close) {
+  const limitedStore = await open();
+  let limited;
+  try {
+    await fill(limitedStore, 'bench.held', 9, HELD);
+    await fill(limitedStore, 'bench.other', 5, OTHER);
+    limited = await claimAll(limitedStore, true);
+  } finally {
+    await close(limitedStore);
+  }
+  const plainStore = await open();
+  let plain;
+  try {
+    await fill(plainStore, 'bench.other', 5, OTHER);
+    plain = await claimAll(plainStore, false);
+  } finally {
+    await close(plainStore);
+  }
+  if (limited.taken !== OTHER || plain.taken !== OTHER) {
+    throw new Error(`claimed ${limited.taken} and ${plain.taken} of ${OTHER}`);
+  }
+  return {
+    limitedP50: pct(limited.times, 50),
+    limitedP99: pct(limited.times, 99),
+    plainP50: pct(plain.times, 50),
+    plainP99: pct(plain.times, 99),
+  };
+}
+
+const sqlite = {
+  name: 'sqlite (in memory)',
+  async open() {
+    return SqliteStore.open(':memory:', { capacity: 10_000_000, synchronous: 'normal' });
+  },
+  async close(store) {
+    await store.close();
+  },
+};
+
+const postgres = {
+  name: 'postgres',
+  schemas: [],
+  async open() {
+    const schema = freshSchemaName('kiln_bench_limits');
+    this.schemas.push(schema);
+    return openPostgresStore({ schema, poolSize: 4 });
+  },
+  async close(store) {
+    await store.close();
+    for (const schema of this.schemas.splice(0)) await dropSchema(schema);
+  },
+};
+
+await runBenchmark(NAME, async () => {
+  await requirePostgres();
+  const stores = [sqlite, postgres];
+  const figures = {};
+  const runs = [];
+  for (const store of stores) {
+    const perRun = [];
+    for (let run = 0; run < options.runs; run++)
+      perRun.push(await measure(store.open.bind(store), store.close.bind(store)));
+    runs.push({ store: store.name, runs: perRun });
+    figures[store.name] = {
+      limitedP50: summarize(perRun.map((r) => r.limitedP50)),
+      limitedP99: summarize(perRun.map((r) => r.limitedP99)),
+      plainP50: summarize(perRun.map((r) => r.plainP50)),
+      plainP99: summarize(perRun.map((r) => r.plainP99)),
+      ratioP50: summarize(perRun.map((r) => r.limitedP50 / r.plainP50)),
+    };
+  }
+  printTable(
+    `claim of 2, µs: ${HELD.toLocaleString('en-US')} held jobs ahead of ${OTHER.toLocaleString('en-US')} others, against the others alone (median (min–max) of ${options.runs} run(s))`,
+    ['store', 'limited p50', 'limited p99', 'alone p50', 'alone p99', 'p50 ratio'],
+    Object.entries(figures).map(([name, f]) => [
+      name,
+      formatSummary(f.limitedP50),
+      formatSummary(f.limitedP99),
+      formatSummary(f.plainP50),
+      formatSummary(f.plainP99),
+      formatSummary(f.ratioP50, 2),
+    ]),
+  );
+  const path = writeResult(NAME, { size: options.size, parameters: { held: HELD, other: OTHER }, figures, runs });
+  console.log(`wrote ${path}`);
+});
