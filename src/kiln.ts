@@ -47,6 +47,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
       threads: config.threads,
       leaseMs: config.leaseMs,
       version: KILN_VERSION,
+      priorityAgingMs: config.priorityAgingMs,
     }));
   let scheduler: Scheduler | null = null;
   const pool = new WorkerPool({

@@ -15,6 +15,8 @@ export interface OpenStoreOptions {
   threads?: number;
   leaseMs?: number;
   version?: string;
+  /** KILN_PRIORITY_AGING_MS (0 or absent: off). */
+  priorityAgingMs?: number;
 }
 
 /**
@@ -23,14 +25,16 @@ export interface OpenStoreOptions {
  * nothing written to disk, gone when the process exits), or `postgres://…` (many servers on one database).
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<JobStore> {
-  if (url === 'memory') return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal' });
+  const aging = options.priorityAgingMs ? { priorityAgingMs: options.priorityAgingMs } : {};
+  if (url === 'memory')
+    return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal', ...aging });
   if (url.startsWith('sqlite:')) {
     let path = url.slice('sqlite:'.length);
     if (path.startsWith('//')) path = path.slice(2);
     if (path.length === 0) {
       throw new StoreError('invalid_store_url', 'KILN_STORE sqlite: needs a file path, e.g. sqlite:./data/kiln.db');
     }
-    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync });
+    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync, ...aging });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return PostgresStore.open({
@@ -41,6 +45,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
       ...(options.version === undefined ? {} : { version: options.version }),
+      ...aging,
     });
   }
   throw new StoreError(

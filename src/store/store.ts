@@ -318,4 +318,10 @@ export interface StoreOptions {
   capacity: number;
   /** The store's clock (tests pass a fake one). */
   clock?: () => number;
+  /**
+   * Priority aging (KILN_PRIORITY_AGING_MS): a queued job's effective priority rises by
+   * one level per full period waited since it became ready, up to 9; claims order by
+   * effective priority desc, then ready time asc. 0 or absent: off.
+   */
+  priorityAgingMs?: number;
 }

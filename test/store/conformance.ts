@@ -29,7 +29,11 @@ import {
  * (ready, due, lease expiry, finish, retention) comes from it, so tests move it instead
  * of waiting.
  */
-export type MakeStore = (options: { capacity: number; clock: () => number }) => Promise<JobStore>;
+export type MakeStore = (options: {
+  capacity: number;
+  clock: () => number;
+  priorityAgingMs?: number;
+}) => Promise<JobStore>;
 
 export const T0 = 1_700_000_000_000;
 export const OWNER = 'owner-1';
@@ -234,9 +238,16 @@ const changed = (id: string, status: JobStatus): SeenEvent => ({ kind: 'changed'
 export function runStoreConformance(name: string, makeStore: MakeStore): void {
   describe(`${name}: JobStore conformance`, () => {
     const open: JobStore[] = [];
-    const openStore = async (capacity = 10_000): Promise<{ store: JobStore; clock: TestClock }> => {
+    const openStore = async (
+      capacity = 10_000,
+      priorityAgingMs?: number,
+    ): Promise<{ store: JobStore; clock: TestClock }> => {
       const clock = new TestClock();
-      const store = await makeStore({ capacity, clock: clock.now });
+      const store = await makeStore({
+        capacity,
+        clock: clock.now,
+        ...(priorityAgingMs === undefined ? {} : { priorityAgingMs }),
+      });
       open.push(store);
       return { store, clock };
     };
@@ -687,6 +698,60 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const heldBatches = claimed.filter((batch) => batch.some((j) => j.type === 'test.held'));
         assert.equal(heldBatches.length, 2);
         for (const batch of heldBatches) assert.equal(batch.length, 1);
+      });
+    });
+
+    describe('claim: priority aging', () => {
+      it('raises a waiting job one level per period, so an old low-priority job goes before newer high ones', async () => {
+        const { store, clock } = await openStore(10_000, 1000);
+        clock.set(T0);
+        const old = await insertOne(store, { priority: 0 });
+        clock.set(T0 + 5000);
+        const mid = await insertOne(store, { priority: 4 });
+        clock.set(T0 + 8500);
+        const high = await insertOne(store, { priority: 9 });
+        // At T0 + 9000: old is 0 + 9 = 9 (ready first), high 9, mid 4 + 4 = 8.
+        clock.set(T0 + 9000);
+        assert.deepEqual(
+          (await store.claim(claimRequest(3))).map((batch) => batch.map((j) => j.id)),
+          [[old.id], [high.id], [mid.id]],
+        );
+        assert.equal((await mustGet(store, old.id)).priority, 0, 'priority as submitted is unchanged');
+      });
+
+      it('keeps plain priority order before a job has waited a full period', async () => {
+        const { store, clock } = await openStore(10_000, 60_000);
+        clock.set(T0);
+        const low = await insertOne(store, { priority: 1 });
+        clock.set(T0 + 1);
+        const high = await insertOne(store, { priority: 2 });
+        clock.set(T0 + 59_000);
+        assert.deepEqual(
+          (await store.claim(claimRequest(2))).map((batch) => batch.map((j) => j.id)),
+          [[high.id], [low.id]],
+        );
+      });
+
+      it('ages under task limits too, passing over a held type', async () => {
+        const { store, clock } = await openStore(10_000, 1000);
+        clock.set(T0);
+        const old = await insertOne(store, { type: 'test.echo', priority: 0 });
+        clock.set(T0 + 1);
+        await insertOne(store, { type: 'test.held', priority: 9 });
+        clock.set(T0 + 9500);
+        const fresh = await insertOne(store, { type: 'test.echo', priority: 9 });
+        clock.set(T0 + 10_000);
+        const claimed = await store.claim(
+          claimRequest(3, {
+            allowance: new Map([['test.held', 0]]),
+            limits: new Map([['test.held', { concurrency: 1, rateLimit: null }]]),
+            types: ['test.held', 'test.echo'],
+          }),
+        );
+        assert.deepEqual(
+          claimed.map((batch) => batch.map((j) => j.id)),
+          [[old.id], [fresh.id]],
+        );
       });
     });
 

@@ -129,6 +129,34 @@ SELECT c.id::text AS id, c.type FROM unnest($1::text[], $2::int[]) AS t(type, n)
 WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
 ORDER BY c.priority DESC, c.ready_at, c.ready_seq
 LIMIT $3`,
+    /**
+     * Candidates under priority aging ($4 ms a level): a job's effective priority is
+     * least(9, priority + waited / $4), which no index orders. Each level's oldest jobs
+     * come first in jobs_claim (or jobs_claim_type per type), and a level's oldest are
+     * its best, so the candidates are the first $3 of each level (of each type: $1
+     * types, at most $2 of each) ordered by effective priority, then ready time.
+     */
+    claimCandidatesAged: `
+SELECT c.id::text AS id, c.type FROM generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.priority = l.p
+  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  LIMIT $1
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY least(9, c.priority + (${now} - c.ready_at) / $2::bigint) DESC, c.ready_at, c.ready_seq
+LIMIT $1`,
+    claimCandidatesByTypeAged: `
+SELECT c.id::text AS id, c.type
+FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = l.p
+  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY least(9, c.priority + (${now} - c.ready_at) / $4::bigint) DESC, c.ready_at, c.ready_seq
+LIMIT $3`,
     /** Held types that have queued jobs (a claim passed them over). */
     queuedTypes: `SELECT t AS type FROM unnest($1::text[]) AS t
       WHERE EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t)`,

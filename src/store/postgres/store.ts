@@ -470,6 +470,10 @@ export class PostgresStore implements JobStore {
       const claimed = await this.#claimLimited(request, request.limits, request.types);
       rows = claimed.rows;
       groups = claimed.groups;
+    } else if ((this.#options.priorityAgingMs ?? 0) > 0) {
+      const claimed = await this.#claimAged(request);
+      rows = claimed.rows;
+      groups = claimed.groups;
     } else if (micro === null || micro.costs.size === 0) {
       rows = (await this.#query<ClaimRow>(this.#sql.claim, [request.owner, request.batches, request.leaseMs])).rows;
     } else {
@@ -533,6 +537,30 @@ export class PostgresStore implements JobStore {
     return batches;
   }
 
+  /** A claim under priority aging: candidates level by level, ordered by effective priority. */
+  async #claimAged(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const micro = request.micro ?? {
+      costs: new Map<string, number>(),
+      budgetMs: 0,
+      maxJobs: 1,
+      solo: new Set<string>(),
+    };
+    const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
+    return this.#transaction(async (client) => {
+      const candidates = (
+        await client.query<{ id: string; type: string }>(this.#sql.claimCandidatesAged, [
+          limit,
+          this.#options.priorityAgingMs,
+        ])
+      ).rows;
+      const formed = formBatches(candidates, request.batches, micro);
+      const ids = formed.flat();
+      if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
+      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      return { rows, groups: formed };
+    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+  }
+
   /**
    * A claim under task limits, applied across every server: under an advisory lock per
    * limited type, each type's allowance is this server's (`allowance`) cut to what the
@@ -545,6 +573,7 @@ export class PostgresStore implements JobStore {
     limits: ReadonlyMap<string, TaskLimits>,
     types: readonly string[],
   ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const aging = this.#options.priorityAgingMs ?? 0;
     const limited = [...limits.keys()].sort();
     const perMs = limited.map((type) => limits.get(type)?.rateLimit?.perMs ?? 0);
     const micro = request.micro ?? {
@@ -576,8 +605,12 @@ export class PostgresStore implements JobStore {
       const candidates =
         open.length === 0
           ? []
-          : (await client.query<{ id: string; type: string }>(this.#sql.claimCandidatesByType, [open, counts, total]))
-              .rows;
+          : (
+              await client.query<{ id: string; type: string }>(
+                aging > 0 ? this.#sql.claimCandidatesByTypeAged : this.#sql.claimCandidatesByType,
+                aging > 0 ? [open, counts, total, aging] : [open, counts, total],
+              )
+            ).rows;
       // Limited types are counted one job at a time: never in a micro-batch.
       const costs = new Map([...micro.costs].filter(([type]) => !limits.has(type)));
       const taken = new Map<string, number>();

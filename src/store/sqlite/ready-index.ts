@@ -65,10 +65,13 @@ export class ReadyIndex {
   readonly #dueAt = new Map<string, DueState>();
   readonly #records = new Map<string, JobWire>();
   readonly #recordBudget: number;
+  readonly #agingMs: number;
   #recordBytes = 0;
 
-  constructor(recordBudget = DEFAULT_RECORD_BUDGET) {
+  /** `agingMs`: priority aging (StoreOptions.priorityAgingMs), 0 for none. */
+  constructor(recordBudget = DEFAULT_RECORD_BUDGET, agingMs = 0) {
     this.#recordBudget = recordBudget;
+    this.#agingMs = agingMs;
     for (let p = 0; p < PRIORITY_LEVELS; p++) {
       this.#levels.push(new Map());
       this.#levelSizes.push(0);
@@ -131,12 +134,16 @@ export class ReadyIndex {
   /**
    * The best queued job of a type `allowed` lets through, without taking it. `held`
    * hears of each type whose first job was passed over (it would have been better).
+   * With priority aging, `now` (the store's clock) ages the jobs: each level's first
+   * job is its oldest, so comparing the levels' first jobs finds the best (O(levels)).
    */
-  peek(allowed: TypeFilter = null, held?: (type: string) => void): IndexEntry | undefined {
+  peek(allowed: TypeFilter = null, held?: (type: string) => void, now = 0): IndexEntry | undefined {
     let passed: IndexEntry[] | undefined;
+    let best: IndexEntry | undefined;
+    let bestRank = -1;
     for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY; priority--) {
       if (this.#levelSizes[priority] === 0) continue;
-      let best: IndexEntry | undefined;
+      let first: IndexEntry | undefined;
       for (const fifo of (this.#levels[priority] as Map<string, Deque<IndexEntry>>).values()) {
         const head = this.#head(fifo);
         if (head === undefined) continue;
@@ -144,24 +151,47 @@ export class ReadyIndex {
           if (held !== undefined) (passed ??= []).push(head);
           continue;
         }
-        if (best === undefined || head.seq < best.seq) best = head;
+        if (first === undefined || head.seq < first.seq) first = head;
       }
-      if (best !== undefined) {
-        for (const entry of passed ?? [])
-          if (entry.priority > best.priority || entry.seq < best.seq) held?.(entry.type);
-        return best;
+      if (first === undefined) continue;
+      if (this.#agingMs === 0) {
+        best = first;
+        break;
+      }
+      const rank = this.#effective(first, now);
+      if (best === undefined || rank > bestRank || (rank === bestRank && first.readyAt < best.readyAt)) {
+        best = first;
+        bestRank = rank;
       }
     }
-    for (const entry of passed ?? []) held?.(entry.type);
-    return undefined;
+    if (held !== undefined && passed !== undefined) {
+      for (const entry of passed) if (best === undefined || this.#before(entry, best, now)) held(entry.type);
+    }
+    return best;
+  }
+
+  /** The priority a queued job has now, aging counted. */
+  #effective(entry: IndexEntry, now: number): number {
+    if (this.#agingMs === 0) return entry.priority;
+    return Math.min(MAX_PRIORITY, entry.priority + Math.floor(Math.max(0, now - entry.readyAt) / this.#agingMs));
+  }
+
+  /** Whether `a` comes before `b` in claim order. */
+  #before(a: IndexEntry, b: IndexEntry, now: number): boolean {
+    const ra = this.#effective(a, now);
+    const rb = this.#effective(b, now);
+    if (ra !== rb) return ra > rb;
+    if (this.#agingMs !== 0 && a.readyAt !== b.readyAt) return a.readyAt < b.readyAt;
+    return a.priority === b.priority ? a.seq < b.seq : a.priority > b.priority;
   }
 
   /** Takes the best queued job of a type `allowed` lets through, and its copy (null if none is kept). */
   take(
     allowed: TypeFilter = null,
     held?: (type: string) => void,
+    now = 0,
   ): { entry: IndexEntry; record: JobWire | null } | undefined {
-    const entry = this.peek(allowed, held);
+    const entry = this.peek(allowed, held, now);
     if (entry === undefined) return undefined;
     this.#levels[entry.priority]?.get(entry.type)?.shift();
     this.#entries -= 1;

@@ -135,7 +135,7 @@ export class SqliteStore implements JobStore {
     this.#options = options;
     this.#capacity = options.capacity;
     this.#clock = options.clock ?? Date.now;
-    this.#index = new ReadyIndex(options.recordBudget);
+    this.#index = new ReadyIndex(options.recordBudget, options.priorityAgingMs ?? 0);
   }
 
   get path(): string {
@@ -240,7 +240,7 @@ export class SqliteStore implements JobStore {
     const allowed = left === null || left.size === 0 ? null : (type: string) => (left.get(type) ?? 1) > 0;
     let missing = 0;
     while (entries.length < request.batches) {
-      const first = this.#index.take(allowed, request.passedOver);
+      const first = this.#index.take(allowed, request.passedOver, now);
       if (first === undefined) break;
       const batchEntries = [first.entry];
       const batchRecords = [first.record];
@@ -255,7 +255,7 @@ export class SqliteStore implements JobStore {
           : micro.costs.get(first.entry.type);
       if (micro === null || expectedMs === undefined) continue;
       while (batchEntries.length < micro.maxJobs && expectedMs < micro.budgetMs) {
-        const next = this.#index.peek();
+        const next = this.#index.peek(null, undefined, now);
         // A limited type is never in a micro-batch: its jobs are counted one by one.
         const cost =
           next === undefined || micro.solo.has(next.id) || left?.has(next.type) === true
@@ -263,7 +263,7 @@ export class SqliteStore implements JobStore {
             : micro.costs.get(next.type);
         // The next job does not fit: it stays first in line for the next batch.
         if (cost === undefined) break;
-        const taken = this.#index.take();
+        const taken = this.#index.take(null, undefined, now);
         if (taken === undefined) break;
         batchEntries.push(taken.entry);
         batchRecords.push(taken.record);
