@@ -117,6 +117,10 @@ export interface NewJob {
   /** Not before this time; null for now. */
   runAt: number | null;
   createdAt: number;
+  /** Dedupe: the key of the work (API.md "Deduplication"); absent or null: none. */
+  dedupeKey?: string | null;
+  /** With a dedupe key: a job of that key completed within this many ms is answered instead. */
+  reuseMs?: number | null;
 }
 
 /** A completed dependency, as a dependent's handler sees it in `ctx.parents`. */

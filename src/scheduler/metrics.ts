@@ -36,6 +36,7 @@ export class KilnMetrics {
   readonly #run: Histogram<'type' | 'outcome'>;
   readonly #commit: Histogram;
   readonly #limited: Counter<'type' | 'limit'>;
+  readonly #dedupe: Counter<'type' | 'kind'>;
 
   constructor(source: GaugeSource) {
     const registers = [this.registry];
@@ -187,6 +188,12 @@ export class KilnMetrics {
       labelNames: ['type', 'limit'],
       registers,
     });
+    this.#dedupe = new Counter({
+      name: 'kiln_dedupe_hits_total',
+      help: 'Submissions answered by dedupe: a job of the same work not finished (inflight) or a reused result.',
+      labelNames: ['type', 'kind'],
+      registers,
+    });
     const liveNodes = source.liveNodes;
     if (liveNodes !== undefined) {
       new Gauge({
@@ -238,6 +245,10 @@ export class KilnMetrics {
 
   rejected(reason: 'queue_full' | 'shutting_down'): void {
     this.#rejected.inc({ reason });
+  }
+
+  dedupeHit(type: string, kind: 'inflight' | 'result'): void {
+    this.#child(this.#dedupe, type, kind).inc();
   }
 
   limited(type: string, limit: 'concurrency' | 'rate'): void {

@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
+import { canonicalJson } from '../store/canonical-json.js';
 import { isStoreError } from '../store/errors.js';
 import type { JobStore, LimitOverride, ListFilter, NodeInfo, Page, StoreEvent, TaskLimits } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
@@ -17,6 +19,11 @@ import { RateWindow } from './rate-window.js';
 import type { MicroBatchOptions } from './micro-batch.js';
 import { Rescuer } from './rescuer.js';
 import { effectiveLimits } from './task-limits.js';
+
+/** The dedupe key of a job without an explicit one: SHA-256 of its type and canonical payload. */
+export function dedupeKeyOf(type: string, payload: unknown): string {
+  return createHash('sha256').update(type).update('\u0000').update(canonicalJson(payload)).digest('hex');
+}
 
 /** How often a server of a shared store reads the task limit overrides again. */
 const OVERRIDES_RELOAD_MS = 1000;
@@ -49,11 +56,15 @@ export interface SubmitItem {
   dependsOn?: string[];
   metadata?: Record<string, unknown>;
   ref?: string;
+  /** Dedupe (`dedupe: true` is `{}`): the key defaults to a hash of the type and payload. */
+  dedupe?: { key?: string; reuseMs?: number };
 }
 
 export interface Submitted {
   created: boolean;
   job: Job;
+  /** Answered by dedupe: a job of the same work not finished, or a result reused. */
+  dedupe?: 'inflight' | 'result';
 }
 
 export interface QueueInfo {
@@ -366,6 +377,12 @@ export class Scheduler {
         metadata: item.metadata ?? {},
         runAt: runAt !== null && runAt > now ? runAt : null,
         createdAt: now,
+        ...(item.dedupe === undefined
+          ? {}
+          : {
+              dedupeKey: item.dedupe.key ?? dedupeKeyOf(task.name, checked.value),
+              reuseMs: item.dedupe.reuseMs ?? null,
+            }),
       });
     }
 
@@ -403,6 +420,7 @@ export class Scheduler {
     }
     let best = -1;
     for (const outcome of inserted.outcomes) {
+      if (outcome.dedupe !== undefined) this.metrics.dedupeHit(outcome.job.type, outcome.dedupe);
       if (!outcome.created) continue;
       this.metrics.submitted(outcome.job.type);
       if (outcome.job.status === 'queued' && outcome.job.priority > best) best = outcome.job.priority;

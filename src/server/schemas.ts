@@ -44,6 +44,20 @@ const jobFields = {
   idempotencyKey: z.string().min(1).max(255).optional(),
   dependsOn: z.array(z.string().min(1).max(100)).max(100).optional(),
   metadata: metadataSchema.optional(),
+  dedupe: z
+    .union([
+      z.literal(true),
+      z
+        .object({
+          key: z.string().min(1).max(255).optional(),
+          reuseMs: z.int().min(0).max(2_592_000_000).optional(),
+        })
+        .strict(),
+    ])
+    .optional()
+    .describe(
+      'Coalesce identical work: a job of the same key that is not finished (or, with reuseMs, completed that recently) is answered instead of a new one. The key is `key`, else the SHA-256 of the type and the canonical JSON of the validated payload.',
+    ),
 };
 
 export const jobRequestSchema = z.object(jobFields).strict();

@@ -41,3 +41,11 @@ export function retryTarget(
   }
   return waiting ? 'waiting' : 'queued';
 }
+
+/** A retry refused: another unfinished job holds the job's dedupe key. */
+export function dedupeRival(status: JobStatus, rival: string): InvalidState {
+  return invalidState(
+    status,
+    `job ${rival} does the same work (same dedupe key) and is not finished; wait for it or cancel it first`,
+  );
+}

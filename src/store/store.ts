@@ -186,6 +186,11 @@ export type InsertResult =
 export interface InsertOutcome {
   created: boolean;
   job: Job;
+  /**
+   * Answered by dedupe: `inflight`, a job of the same key that is not finished;
+   * `result`, one that completed within the item's `reuseMs`.
+   */
+  dedupe?: 'inflight' | 'result';
 }
 
 export interface ClaimedJob extends JobSummary {

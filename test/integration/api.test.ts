@@ -338,6 +338,7 @@ describe('the HTTP API', () => {
       'kiln_store_commit_seconds',
       'kiln_task_running',
       'kiln_task_limited_total',
+      'kiln_dedupe_hits_total',
       'nodejs_eventloop_lag_seconds',
     ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), name);

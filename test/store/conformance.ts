@@ -484,6 +484,80 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
       });
     });
 
+    describe('insert: dedupe', () => {
+      it('answers an unfinished job of the same key instead of a new one, and a new job once it is finished', async () => {
+        const { store } = await openStore();
+        const first = await store.insert([newJob({ dedupeKey: 'work-1' })]);
+        assert.ok(first.ok);
+        const original = first.outcomes[0]?.job as Job;
+        const again = await store.insert([newJob({ dedupeKey: 'work-1', payload: { n: 2 } })]);
+        assert.ok(again.ok);
+        assert.equal(again.outcomes[0]?.created, false);
+        assert.equal(again.outcomes[0]?.dedupe, 'inflight');
+        assert.equal(again.outcomes[0]?.job.id, original.id, 'a different payload with the same key: the existing job');
+        assert.equal((await store.counts()).pending, 1);
+        const claimed = await claimOne(store);
+        assert.equal((await finishOne(store, claimed, completed({ ok: 1 })))?.status, 'completed');
+        const after = await store.insert([newJob({ dedupeKey: 'work-1' })]);
+        assert.ok(after.ok);
+        assert.equal(after.outcomes[0]?.created, true, 'without reuseMs a finished job is not reused');
+      });
+
+      it('reuses a completed result within reuseMs and not after', async () => {
+        const { store, clock } = await openStore();
+        clock.set(T0);
+        await insertOk(store, [newJob({ dedupeKey: 'cached' })]);
+        const claimed = await claimOne(store);
+        clock.set(T0 + 100);
+        await finishOne(store, claimed, completed({ answer: 42 }));
+        clock.set(T0 + 100 + 5000);
+        const within = await store.insert([newJob({ dedupeKey: 'cached', reuseMs: 5000 })]);
+        assert.ok(within.ok);
+        assert.equal(within.outcomes[0]?.created, false);
+        assert.equal(within.outcomes[0]?.dedupe, 'result');
+        assert.deepEqual(within.outcomes[0]?.job.result, { answer: 42 });
+        clock.set(T0 + 100 + 5001);
+        const later = await store.insert([newJob({ dedupeKey: 'cached', reuseMs: 5000 })]);
+        assert.ok(later.ok);
+        assert.equal(later.outcomes[0]?.created, true, 'the result is older than reuseMs');
+      });
+
+      it('lets a later item of a batch stand for an earlier one, its dependents depending on the job kept', async () => {
+        const { store } = await openStore();
+        const existing = (await insertOk(store, [newJob({ dedupeKey: 'parent-work' })]))[0] as Job;
+        const a = newJob({ dedupeKey: 'parent-work' });
+        const b = newJob({ dedupeKey: 'twin' });
+        const c = newJob({ dedupeKey: 'twin' });
+        const child = newJob({ dependsOn: [a.id, c.id] });
+        const result = await store.insert([a, b, c, child]);
+        assert.ok(result.ok);
+        const [ra, rb, rc, rchild] = result.outcomes;
+        assert.equal(ra?.created, false);
+        assert.equal(ra?.job.id, existing.id);
+        assert.equal(rb?.created, true);
+        assert.equal(rc?.created, false);
+        assert.equal(rc?.job.id, b.id, 'the second item of a key stands for the first');
+        assert.equal(rchild?.created, true);
+        assert.deepEqual(rchild?.job.dependsOn, [existing.id, b.id]);
+        assert.equal(rchild?.job.status, 'waiting');
+      });
+
+      it('refuses to retry a job while another unfinished job holds its dedupe key', async () => {
+        const { store } = await openStore();
+        const first = (await insertOk(store, [newJob({ dedupeKey: 'k' })]))[0] as Job;
+        await store.cancel(first.id);
+        const second = (await insertOk(store, [newJob({ dedupeKey: 'k' })]))[0] as Job;
+        assert.notEqual(second.id, first.id);
+        const refused = await store.retry(first.id);
+        assert.ok(isInvalidState(refused), JSON.stringify(refused));
+        assert.match((refused as InvalidState).message, new RegExp(second.id));
+        await store.cancel(second.id);
+        const retried = await store.retry(first.id);
+        assert.ok(retried !== null && !isInvalidState(retried));
+        assert.equal(retried.job.status, 'queued');
+      });
+    });
+
     describe('claim', () => {
       it('takes the highest priority first, then the earliest ready, one job per batch', async () => {
         const { store, clock } = await openStore();

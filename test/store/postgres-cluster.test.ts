@@ -368,4 +368,24 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       assert.deepEqual(passed.sort(), ['test.held', 'test.rated']);
     },
   );
+
+  it('makes one job of one dedupe key inserted on two stores at once', { timeout: 60_000 }, async () => {
+    const [a, b] = (await cluster(2)).nodes as [PostgresStore, PostgresStore];
+    for (let round = 0; round < 20; round++) {
+      const key = `work-${round}`;
+      const answers = await Promise.all([a, b, a, b].map((store) => store.insert([job({ dedupeKey: key })])));
+      const ids = new Set<string>();
+      let created = 0;
+      for (const answer of answers) {
+        assert.ok(answer.ok, JSON.stringify(answer));
+        const outcome = answer.outcomes[0];
+        assert.ok(outcome);
+        ids.add(outcome.job.id);
+        if (outcome.created) created++;
+        else assert.equal(outcome.dedupe, 'inflight');
+      }
+      assert.equal(ids.size, 1, `round ${round}: one job for the key`);
+      assert.equal(created, 1);
+    }
+  });
 });

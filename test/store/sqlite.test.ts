@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import jobsSchema from '../../src/store/sqlite/migrations/001-jobs.js';
 import settingsSchema from '../../src/store/sqlite/migrations/002-settings.js';
 import runningLeaseSchema from '../../src/store/sqlite/migrations/003-running-lease.js';
+import { SCHEMA_VERSION } from '../../src/store/sqlite/migrate.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import {
   assertCountsExact,
@@ -246,7 +247,7 @@ describe('sqlite store: the file', () => {
       await store.close();
     }
     const upgraded = schemaOf(path);
-    assert.equal(upgraded.version, 3);
+    assert.equal(upgraded.version, SCHEMA_VERSION);
     assert.ok(upgraded.names.includes('settings'));
     assert.ok(upgraded.names.includes('jobs_running_lease'));
   });
@@ -270,7 +271,7 @@ describe('sqlite store: the file', () => {
       await store.close();
     }
     const upgraded = schemaOf(path);
-    assert.equal(upgraded.version, 3);
+    assert.equal(upgraded.version, SCHEMA_VERSION);
     assert.ok(upgraded.names.includes('jobs_running_lease'));
   });
 
@@ -283,7 +284,7 @@ describe('sqlite store: the file', () => {
     await assert.rejects(SqliteStore.open(path, { capacity: 10 }), {
       name: 'StoreError',
       code: 'unsupported_schema',
-      message: `the database ${path} has schema version 99; this Kiln knows versions up to 3`,
+      message: `the database ${path} has schema version 99; this Kiln knows versions up to ${SCHEMA_VERSION}`,
     });
     assert.equal(schemaOf(path).version, 99);
   });

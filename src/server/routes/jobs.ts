@@ -50,6 +50,7 @@ function toSubmitItem(body: JobRequest | BatchItem, idempotencyKey: string | und
   if (body.dependsOn !== undefined) item.dependsOn = body.dependsOn;
   if (body.metadata !== undefined) item.metadata = body.metadata;
   if ('ref' in body && body.ref !== undefined) item.ref = body.ref;
+  if (body.dedupe !== undefined) item.dedupe = body.dedupe === true ? {} : body.dedupe;
   return item;
 }
 

@@ -2,6 +2,7 @@ import type { ClientBase } from 'pg';
 import { StoreError } from '../errors.js';
 import jobs from './migrations/001-jobs.js';
 import taskLimits from './migrations/002-task-limits.js';
+import dedupe from './migrations/003-dedupe.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -13,6 +14,7 @@ import taskLimits from './migrations/002-task-limits.js';
 const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 1, name: 'jobs', sql: jobs },
   { version: 2, name: 'task-limits', sql: taskLimits },
+  { version: 3, name: 'dedupe', sql: dedupe },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

@@ -33,14 +33,14 @@ i AS (
   SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
     $1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::int[], $8::bigint[],
     $9::bigint[], $10::float8[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
-    $16::bigint[], $17::bigint[]) WITH ORDINALITY
+    $16::bigint[], $17::bigint[], $23::text[]) WITH ORDINALITY
     AS i(id, type, decided, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
          backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at,
-         created_at, ord)),
+         created_at, dedupe_key, ord)),
 ins AS (
   INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
     backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at, created_at,
-    finished_at, ready_at, ready_seq)
+    finished_at, ready_at, ready_seq, dedupe_key)
   SELECT id, type,
     CASE WHEN decided <> 'ready' THEN decided WHEN due_later THEN 'scheduled' ELSE 'queued' END,
     priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, backoff_max_ms,
@@ -49,7 +49,8 @@ ins AS (
     created_at,
     CASE WHEN decided = 'failed' THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN ${now} END,
-    CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END
+    CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END,
+    dedupe_key
   FROM i WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
   ORDER BY ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -62,6 +63,16 @@ SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOI
 
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
     byKeys: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE idempotency_key = ANY($1::text[]) FOR SHARE`,
+    /** Unfinished jobs holding dedupe keys ($1), locked like outside parents. */
+    liveByDedupe: `SELECT ${JOB_COLUMNS}, dedupe_key FROM ${s}.jobs
+      WHERE dedupe_key = ANY($1::text[]) AND status NOT IN ('completed', 'failed', 'cancelled') FOR SHARE`,
+    /** The newest completed job of a dedupe key ($1) finished within $2 ms. */
+    doneByDedupe: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs
+      WHERE dedupe_key = $1 AND status = 'completed' AND finished_at >= ${now} - $2
+      ORDER BY finished_at DESC LIMIT 1`,
+    /** Another unfinished job with the job's dedupe key (a retry would make two). */
+    dedupeRival: `SELECT l.id::text AS id FROM ${s}.jobs j JOIN ${s}.jobs l ON l.dedupe_key = j.dedupe_key AND l.id <> j.id
+      WHERE j.id = $1 AND l.status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1`,
     /** Outside parents, locked so a parent cannot finish unseen while its child is inserted. */
     lockParents: `SELECT id::text AS id, status FROM ${s}.jobs WHERE id = ANY($1::uuid[]) FOR SHARE`,
 

@@ -60,7 +60,7 @@ import {
   parseOverrides,
 } from '../store.js';
 import { formBatches } from '../micro-batches.js';
-import { dependencyMessage, invalidState, retryTarget } from '../rules.js';
+import { dedupeRival, dependencyMessage, invalidState, retryTarget } from '../rules.js';
 import { migrate } from './migrate.js';
 import { type Statements, statements } from './sql.js';
 
@@ -250,13 +250,17 @@ export class PostgresStore implements JobStore {
     }
     const inBatch = new Set(jobs.map((job) => job.id));
     const needsTransaction = jobs.some(
-      (job) => job.idempotencyKey !== null || job.dependsOn.some((id) => !inBatch.has(id)),
+      (job) => job.idempotencyKey !== null || job.dedupeKey != null || job.dependsOn.some((id) => !inBatch.has(id)),
     );
     for (let round = 0; ; round++) {
       const answer = needsTransaction
         ? await this.#transaction((client) => this.#insert(client, jobs)).catch((error: unknown) => {
             // Two batches taking the same keys in other orders: one is rolled back; again.
             if ((error as { code?: unknown }).code === '40P01') return 'again' as const;
+            // A dedupe key taken by a transaction that committed after this one looked: again,
+            // and this time its job is seen.
+            const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+            if (code === '23505' && constraint === 'jobs_dedupe_live') return 'again' as const;
             throw error;
           })
         : await this.#timedWrite(() => this.#withClient((client) => this.#insert(client, jobs)));
@@ -275,6 +279,12 @@ export class PostgresStore implements JobStore {
       const rows = await client.query<JobRow>(this.#sql.byKeys, [keys]);
       for (const row of rows.rows) existingByKey.set(row.idempotency_key as string, row);
     }
+    const dedupeKeys = jobs.flatMap((job) => (job.dedupeKey == null ? [] : [job.dedupeKey]));
+    const liveByDedupe = new Map<string, JobRow>();
+    if (dedupeKeys.length > 0) {
+      const rows = await client.query<JobRow & { dedupe_key: string }>(this.#sql.liveByDedupe, [dedupeKeys]);
+      for (const row of rows.rows) liveByDedupe.set(row.dedupe_key, row);
+    }
     const outside = new Set<string>();
     for (const job of jobs) for (const id of job.dependsOn) outside.add(id);
     for (const job of jobs) outside.delete(job.id);
@@ -291,7 +301,10 @@ export class PostgresStore implements JobStore {
       error: string | null;
       dependsOn: string[];
     };
-    const outcomes: ({ replay: JobRow } | { alias: string } | { created: Decided })[] = [];
+    const outcomes: (
+      { replay: JobRow; dedupe?: 'inflight' | 'result' } | { alias: string; dedupe?: 'inflight' } | { created: Decided }
+    )[] = [];
+    const batchDedupe = new Map<string, string>();
     const created: Decided[] = [];
     const alias = new Map<string, string>();
     const batchKeys = new Map<string, { type: string; payload: string; id: string }>();
@@ -320,6 +333,27 @@ export class PostgresStore implements JobStore {
           continue;
         }
         batchKeys.set(key, { type: job.type, payload: canonical, id: job.id });
+      }
+      const dedupeKey = job.dedupeKey ?? null;
+      if (dedupeKey !== null) {
+        const earlier = batchDedupe.get(dedupeKey);
+        const live = liveByDedupe.get(dedupeKey);
+        const done =
+          earlier !== undefined || live !== undefined || job.reuseMs == null
+            ? undefined
+            : (await client.query<JobRow>(this.#sql.doneByDedupe, [dedupeKey, job.reuseMs])).rows[0];
+        if (earlier !== undefined) {
+          alias.set(job.id, earlier);
+          outcomes.push({ alias: earlier, dedupe: 'inflight' });
+          continue;
+        }
+        if (live !== undefined || done !== undefined) {
+          const standIn = (live ?? done) as JobRow;
+          alias.set(job.id, standIn.id);
+          outcomes.push({ replay: standIn, dedupe: live !== undefined ? 'inflight' : 'result' });
+          continue;
+        }
+        batchDedupe.set(dedupeKey, job.id);
       }
       const dependsOn = job.dependsOn.map((id) => alias.get(id) ?? id);
       let failedParent: { id: string; status: JobStatus } | null = null;
@@ -391,6 +425,7 @@ export class PostgresStore implements JobStore {
       newPending,
       this.#options.capacity,
       ...edges,
+      column((e) => e.job.dedupeKey ?? null),
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));
@@ -407,11 +442,17 @@ export class PostgresStore implements JobStore {
     const answer: InsertOutcome[] = [];
     for (const outcome of outcomes) {
       if ('replay' in outcome) {
-        answer.push({ created: false, job: jobFromWire(toWire(outcome.replay)) });
+        const job = jobFromWire(toWire(outcome.replay));
+        answer.push(
+          outcome.dedupe === undefined ? { created: false, job } : { created: false, job, dedupe: outcome.dedupe },
+        );
         continue;
       }
       if ('alias' in outcome) {
-        answer.push({ created: false, job: jobsById.get(outcome.alias) as Job });
+        const job = jobsById.get(outcome.alias) as Job;
+        answer.push(
+          outcome.dedupe === undefined ? { created: false, job } : { created: false, job, dedupe: outcome.dedupe },
+        );
         continue;
       }
       const { job: source, error, dependsOn } = outcome.created;
@@ -917,6 +958,8 @@ export class PostgresStore implements JobStore {
             );
       const target = retryTarget(state.status, dependsOn, (parent) => parents.get(parent));
       if (typeof target !== 'string') return target;
+      const rival = (await client.query<{ id: string }>(this.#sql.dedupeRival, [id])).rows[0];
+      if (rival !== undefined) return dedupeRival(state.status, rival.id);
       const waiting = target === 'waiting';
       const job = (await client.query<JobRow>(this.#sql.retry, [id, waiting ? 'waiting' : 'queued'])).rows[0];
       const wire = toWire(job as JobRow);

@@ -3,13 +3,14 @@ import { StoreError } from '../errors.js';
 import jobs from './migrations/001-jobs.js';
 import settings from './migrations/002-settings.js';
 import runningLease from './migrations/003-running-lease.js';
+import dedupe from './migrations/004-dedupe.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
  * at open, in one exclusive transaction. Append a step to change the schema; never edit
  * one that shipped.
  */
-const MIGRATIONS: readonly string[] = [jobs, settings, runningLease];
+const MIGRATIONS: readonly string[] = [jobs, settings, runningLease, dedupe];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 

@@ -32,6 +32,8 @@ export interface InsertRow {
   metadataText: string;
   runAt: number | null;
   createdAt: number;
+  dedupeKey: string | null;
+  reuseMs: number | null;
 }
 
 /** What the store decided for one created job; the caller already knows the rest. */
@@ -46,7 +48,12 @@ export interface CreatedState {
 }
 
 export type InsertAnswer =
-  | { ok: true; outcomes: ({ created: true; state: CreatedState } | { created: false; job: JobWire })[] }
+  | {
+      ok: true;
+      outcomes: (
+        { created: true; state: CreatedState } | { created: false; job: JobWire; dedupe?: 'inflight' | 'result' }
+      )[];
+    }
   | { ok: false; reason: 'queue_full'; pending: number; capacity: number }
   | { ok: false; reason: 'idempotency_conflict'; index: number; existingId: string }
   | { ok: false; reason: 'unknown_dependency'; index: number; dependency: string };

@@ -29,8 +29,8 @@ export function prepareStatements(db: Database.Database) {
     insertJob: prepare(
       `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
         backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
-        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL)`,
+        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?)`,
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectParentIds: pluck<string>('SELECT DISTINCT parent FROM job_deps'),
@@ -45,6 +45,18 @@ export function prepareStatements(db: Database.Database) {
     ),
     selectJob: prepare<JobRow>('SELECT * FROM jobs WHERE id = ?'),
     selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),
+    selectLiveByDedupe: prepare<JobRow>(
+      `SELECT * FROM jobs WHERE dedupe_key = ? AND status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
+    selectDoneByDedupe: prepare<JobRow>(
+      `SELECT * FROM jobs WHERE dedupe_key = ? AND status = 'completed' AND finished_at >= ?
+       ORDER BY finished_at DESC LIMIT 1`,
+    ),
+    /** Another unfinished job with the job's dedupe key (a retry would make two). */
+    selectDedupeRival: pluck<string>(
+      `SELECT l.id FROM jobs j JOIN jobs l ON l.dedupe_key = j.dedupe_key AND l.id <> j.id
+       WHERE j.id = ? AND l.status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
     selectStatus: pluck<JobStatus>('SELECT status FROM jobs WHERE id = ?'),
     selectState: prepare<{ status: JobStatus; priority: number; attempts: number; depends_on: string }>(
       'SELECT status, priority, attempts, depends_on FROM jobs WHERE id = ?',

@@ -183,11 +183,16 @@ export class SqliteStore implements JobStore {
       metadataText: JSON.stringify(job.metadata ?? {}),
       runAt: job.runAt,
       createdAt: job.createdAt,
+      dedupeKey: job.dedupeKey ?? null,
+      reuseMs: job.reuseMs ?? null,
     }));
     const answer = await this.#call({ op: 'insert', rows, now: this.#clock(), capacity: this.#capacity });
     if (!answer.ok) return answer;
     const outcomes: InsertOutcome[] = answer.outcomes.map((outcome, index) => {
-      if (!outcome.created) return { created: false, job: jobFromWire(outcome.job) };
+      if (!outcome.created) {
+        const job = jobFromWire(outcome.job);
+        return outcome.dedupe === undefined ? { created: false, job } : { created: false, job, dedupe: outcome.dedupe };
+      }
       const source = jobs[index] as NewJob;
       const row = rows[index] as InsertRow;
       const { state } = outcome;

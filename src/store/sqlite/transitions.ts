@@ -16,7 +16,7 @@
  */
 import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { dependencyMessage, invalidState, retryTarget } from '../rules.js';
+import { dedupeRival, dependencyMessage, invalidState, retryTarget } from '../rules.js';
 import type { ExpiredAttempt, InvalidState, ListFilter, Page } from '../store.js';
 import type {
   Answers,
@@ -104,6 +104,8 @@ export class SqliteTransitions {
     /** A replayed item's new id → the id of the job it replays, for later items' dependsOn. */
     const alias = new Map<string, string>();
     const batchKeys = new Map<string, { type: string; payload: string; id: string; index: number }>();
+    /** Dedupe key → the item of this batch that holds it. */
+    const batchDedupe = new Map<string, string>();
     let newPending = 0;
 
     for (let index = 0; index < rows.length; index++) {
@@ -131,6 +133,15 @@ export class SqliteTransitions {
           continue;
         }
         batchKeys.set(key, { type: item.type, payload: canonical, id: item.id, index });
+      }
+      if (item.dedupeKey !== null) {
+        const standIn = this.#dedupe(item, now, batchDedupe);
+        if (standIn !== null) {
+          alias.set(item.id, standIn.job.id);
+          outcomes.push(standIn);
+          continue;
+        }
+        batchDedupe.set(item.dedupeKey, item.id);
       }
 
       const dependsOn = item.dependsOn.map((id) => alias.get(id) ?? id);
@@ -196,6 +207,7 @@ export class SqliteTransitions {
         row.createdAt,
         state.finishedAt,
         state.readyAt,
+        row.dedupeKey,
       );
       for (let position = 0; position < state.dependsOn.length; position++) {
         const parent = state.dependsOn[position] as string;
@@ -215,6 +227,23 @@ export class SqliteTransitions {
       if (row !== undefined) outcome.job = toWire(row);
     }
     return { ok: true, outcomes };
+  }
+
+  /** The job that stands in for a dedupe item: an earlier item of the batch, an unfinished job, a reusable result. */
+  #dedupe(
+    item: InsertRow,
+    now: number,
+    batch: ReadonlyMap<string, string>,
+  ): { created: false; job: JobWire; dedupe: 'inflight' | 'result' } | null {
+    const key = item.dedupeKey as string;
+    const earlier = batch.get(key);
+    // Answered as the earlier item's job once the batch is known to be stored.
+    if (earlier !== undefined) return { created: false, job: { id: earlier } as JobWire, dedupe: 'inflight' };
+    const live = this.#s.selectLiveByDedupe.get(key);
+    if (live !== undefined) return { created: false, job: toWire(live), dedupe: 'inflight' };
+    if (item.reuseMs === null) return null;
+    const done = this.#s.selectDoneByDedupe.get(key, now - item.reuseMs);
+    return done === undefined ? null : { created: false, job: toWire(done), dedupe: 'result' };
   }
 
   /** Queued jobs become running under the lease; answers the ids that were not queued. */
@@ -382,6 +411,8 @@ export class SqliteTransitions {
     const dependsOn = parseDependsOn(state.depends_on);
     const target = retryTarget(state.status, dependsOn, (parent) => this.#s.selectStatus.get(parent));
     if (typeof target !== 'string') return target;
+    const rival = this.#s.selectDedupeRival.get(id);
+    if (rival !== undefined) return dedupeRival(state.status, rival);
     const waiting = target === 'waiting';
     const row = waiting
       ? this.#s.retry.get('waiting', null, id, state.status)
