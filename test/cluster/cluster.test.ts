@@ -71,11 +71,14 @@ describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-r
         const batches = JOBS / 100;
         for (let batch = 0; batch < batches / 2; batch++) await submitBatch(servers[batch % 3] as KilnProcess, batch);
 
-        // The victim dies while it runs attempts: wait until the table shows one of its long ones open.
+        // The victim dies while it runs attempts: wait until the table shows one of its long
+        // ones (a 300 ms spin) open for 30 ms, so the kill lands well before it could end.
         for (;;) {
           const open = await db.query(
             `SELECT count(*)::int AS n FROM ${table}
-             WHERE pid = $1 AND ended_at IS NULL AND started_at < clock_timestamp() - interval '30 ms'`,
+             WHERE pid = $1 AND spin_ms >= 300 AND ended_at IS NULL
+               AND started_at < clock_timestamp() - interval '30 ms'
+               AND started_at > clock_timestamp() - interval '200 ms'`,
             [victimPid],
           );
           if ((open.rows[0]?.n ?? 0) > 0) break;

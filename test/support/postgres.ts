@@ -31,6 +31,6 @@ export async function dropSchema(schema: string): Promise<void> {
 export async function createAttemptsTable(db: pg.ClientBase, table: string): Promise<void> {
   await db.query(
     `CREATE TABLE ${table} (n bigserial PRIMARY KEY, job_id uuid NOT NULL, attempt int NOT NULL, pid int NOT NULL,
-       started_at timestamptz NOT NULL, ended_at timestamptz)`,
+       started_at timestamptz NOT NULL, ended_at timestamptz, spin_ms int NOT NULL DEFAULT 0)`,
   );
 }
