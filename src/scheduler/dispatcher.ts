@@ -22,12 +22,6 @@ export interface DispatcherOptions {
   taskTypes?: () => readonly string[];
 }
 
-/**
- * A message posted to an idle thread starts within the hand-over; one still waiting
- * after this long waits behind a running attempt.
- */
-const HANDOVER_MS = 20;
-
 /** How often outcomes the store could not take are written again. */
 const REWRITE_MS = 500;
 
@@ -90,7 +84,6 @@ export class Dispatcher {
   readonly limiter = new TaskLimiter();
   #limitTimer: NodeJS.Timeout | null = null;
   #limitWakeAt: number | null = null;
-  #rebalanceTimer: NodeJS.Timeout | null = null;
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
@@ -154,8 +147,6 @@ export class Dispatcher {
     this.#stopped = true;
     if (this.#limitTimer !== null) clearTimeout(this.#limitTimer);
     this.#limitTimer = null;
-    if (this.#rebalanceTimer !== null) clearTimeout(this.#rebalanceTimer);
-    this.#rebalanceTimer = null;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
     this.#dueTimer = null;
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
@@ -325,50 +316,11 @@ export class Dispatcher {
         }
         for (const jobs of batches) this.#run(jobs);
         if (batches.length === free) this.#pumpAgain = true;
-        else this.#rebalance();
       } while (this.#pumpAgain);
     } catch (error) {
       this.#options.onError('dispatch failed; retrying on the next change', error);
     } finally {
       this.#armDueTimer();
-    }
-  }
-
-  /**
-   * Nothing more to claim: a look-ahead that waits behind a running attempt while another
-   * thread is idle is taken back (first in line again), so the next claim hands it to
-   * the idle thread. A look-ahead posted less than the hand-over ago may be on the idle
-   * thread itself: looked at again once that time has passed.
-   */
-  #rebalance(): void {
-    let running = 0;
-    const waiting: Batch[] = [];
-    for (const batch of this.#batches) {
-      if (batch.recalled || batch.abortReason !== null) continue;
-      if (this.#pool.slots.startedAt(batch.slot) === null) waiting.push(batch);
-      else running++;
-    }
-    const idle = this.#options.threads - running;
-    if (idle <= 0 || waiting.length === 0) return;
-    const now = Date.now();
-    const young = waiting.filter((batch) => now - batch.claimedAt < HANDOVER_MS);
-    let free = idle - young.length;
-    let recalled = false;
-    for (const batch of waiting) {
-      if (free <= 0) break;
-      if (now - batch.claimedAt < HANDOVER_MS) continue;
-      if (this.#recall(batch)) {
-        recalled = true;
-        free--;
-      }
-    }
-    if (recalled) return;
-    if (young.length > 0 && this.#rebalanceTimer === null && !this.#stopped) {
-      this.#rebalanceTimer = setTimeout(() => {
-        this.#rebalanceTimer = null;
-        this.pump();
-      }, HANDOVER_MS);
-      this.#rebalanceTimer.unref();
     }
   }
 

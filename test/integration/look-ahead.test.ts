@@ -108,39 +108,3 @@ describe('the look-ahead of a thread', () => {
     }
   });
 });
-
-/**
- * Two threads: a look-ahead that waits behind a long attempt while the other thread has
- * nothing to do moves to that thread.
- */
-describe('look-aheads and idle threads', () => {
-  let server: TestServer;
-  let dir: string;
-  before(async () => {
-    server = await startServer({ KILN_THREADS: '2' });
-    dir = mkdtempSync(join(tmpdir(), 'kiln-look-ahead-idle-'));
-  });
-  after(async () => {
-    await server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it('runs every quick job while one thread holds a long attempt', { timeout: 60_000 }, async () => {
-    const release = join(dir, 'long');
-    const held = await server.request('POST', '/v1/jobs', { type: 'test.hold', payload: { release } });
-    assert.equal(held.status, 201);
-    await server.whenStatus(held.body.id, 'running');
-    for (let round = 0; round < 5; round++) {
-      // Three at once: with one thread busy, a claim spreads them over both threads' places,
-      // so one of them can land behind the long attempt.
-      const quick = await server.request('POST', '/v1/jobs/batch', {
-        jobs: [1, 2, 3].map((n) => ({ type: 'test.quick', payload: { n } })),
-      });
-      assert.equal(quick.status, 201);
-      for (const job of quick.body.jobs) assert.equal((await server.waitForJob(job.id)).status, 'completed');
-    }
-    assert.equal((await server.request('GET', `/v1/jobs/${held.body.id}`)).body.status, 'running');
-    writeFileSync(release, '');
-    assert.equal((await server.waitForJob(held.body.id)).status, 'completed');
-  });
-});
