@@ -14,7 +14,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 
-COPY tsconfig.json ./
+COPY tsconfig.json tsconfig.ui.json ./
 COPY src ./src
 RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund

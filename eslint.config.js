@@ -15,6 +15,11 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard's modules run in the browser.
+    files: ['src/ui/**'],
+    languageOptions: { globals: globals.browser },
+  },
+  {
     files: ['test/**', 'bench/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },

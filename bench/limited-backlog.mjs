@@ -16,9 +16,10 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { dropSchema, freshSchemaName, openPostgresStore, requirePostgres } from './lib/postgres.mjs';
+import { claimStores, measureStores } from './lib/claim-stores.mjs';
+import { requirePostgres } from './lib/postgres.mjs';
 import { ROOT_DIR } from './lib/processes.mjs';
-import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+import { benchOptions, formatSummary, percentile, printTable, runBenchmark, writeResult } from './lib/report.mjs';
 
 const NAME = 'limited-backlog';
 const options = benchOptions({ full: 3, tiny: 1 });
@@ -29,7 +30,6 @@ const LIMITS = new Map([['bench.held', { concurrency: 1, rateLimit: null }]]);
 const TYPES = ['bench.held', 'bench.other'];
 
 const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
-const { SqliteStore } = await import(dist('store', 'sqlite', 'store.js'));
 const { newJobId } = await import(dist('jobs', 'ids.js'));
 
 function job(type, priority) {
@@ -75,10 +75,6 @@ async function claimAll(store, limited) {
   return { times: times.sort((a, b) => a - b), taken };
 }
 
-function pct(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
 async function measure(open, close) {
   const limitedStore = await open();
   let limited;
@@ -104,55 +100,17 @@ async function measure(open, close) {
     throw new Error(`claimed ${limited.taken} and ${plain.taken} of ${OTHER}`);
   }
   return {
-    limitedP50: pct(limited.times, 50),
-    limitedP99: pct(limited.times, 99),
-    plainP50: pct(plain.times, 50),
-    plainP99: pct(plain.times, 99),
+    limitedP50: percentile(limited.times, 50),
+    limitedP99: percentile(limited.times, 99),
+    plainP50: percentile(plain.times, 50),
+    plainP99: percentile(plain.times, 99),
   };
 }
 
-const sqlite = {
-  name: 'sqlite (in memory)',
-  async open() {
-    return SqliteStore.open(':memory:', { capacity: 10_000_000, synchronous: 'normal' });
-  },
-  async close(store) {
-    await store.close();
-  },
-};
-
-const postgres = {
-  name: 'postgres',
-  schemas: [],
-  async open() {
-    const schema = freshSchemaName('kiln_bench_limits');
-    this.schemas.push(schema);
-    return openPostgresStore({ schema, poolSize: 4 });
-  },
-  async close(store) {
-    await store.close();
-    for (const schema of this.schemas.splice(0)) await dropSchema(schema);
-  },
-};
-
 await runBenchmark(NAME, async () => {
   await requirePostgres();
-  const stores = [sqlite, postgres];
-  const figures = {};
-  const runs = [];
-  for (const store of stores) {
-    const perRun = [];
-    for (let run = 0; run < options.runs; run++)
-      perRun.push(await measure(store.open.bind(store), store.close.bind(store)));
-    runs.push({ store: store.name, runs: perRun });
-    figures[store.name] = {
-      limitedP50: summarize(perRun.map((r) => r.limitedP50)),
-      limitedP99: summarize(perRun.map((r) => r.limitedP99)),
-      plainP50: summarize(perRun.map((r) => r.plainP50)),
-      plainP99: summarize(perRun.map((r) => r.plainP99)),
-      ratioP50: summarize(perRun.map((r) => r.limitedP50 / r.plainP50)),
-    };
-  }
+  const stores = await claimStores('kiln_bench_limits');
+  const { figures, runs } = await measureStores(stores, options.runs, measure, (r) => r.limitedP50 / r.plainP50);
   printTable(
     `claim of 2, µs: ${HELD.toLocaleString('en-US')} held jobs ahead of ${OTHER.toLocaleString('en-US')} others, against the backlog behind them unlimited (median (min–max) of ${options.runs} run(s))`,
     ['store', 'limited p50', 'limited p99', 'unlimited p50', 'unlimited p99', 'p50 ratio'],

@@ -36,6 +36,7 @@ const BENCHMARKS = [
   'pg-claim-latency',
   'pg-bloat',
   'limited-backlog',
+  'group-backlog',
 ];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
 const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency', 'main-thread-cost'];

@@ -65,20 +65,49 @@ const pgSchema = z
     return z.NEVER;
   });
 
+// Unset or empty: no tokens (an open API, logged as a warning). Set to something that
+// holds no token (",", " , "): a mistake that must not open the API.
 const tokens = z
   .string()
   .optional()
-  .transform((raw) =>
-    (raw ?? '')
+  .transform((raw, ctx) => {
+    if (raw === undefined || raw === '') return [];
+    const list = raw
       .split(',')
       .map((token) => token.trim())
-      .filter((token) => token.length > 0),
-  );
+      .filter((token) => token.length > 0);
+    if (list.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got ${JSON.stringify(raw)}`,
+      });
+      return z.NEVER;
+    }
+    return list;
+  });
 
 const optionalPath = z
   .string()
   .optional()
   .transform((raw) => (raw === undefined || raw.trim() === '' ? null : raw.trim()));
+
+const secret = z
+  .string()
+  .optional()
+  .transform((raw) => (raw === undefined || raw.length === 0 ? null : raw));
+
+const flag = (name: string, fallback: boolean) =>
+  z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === '') return fallback;
+      const value = raw.trim().toLowerCase();
+      if (value === 'true' || value === '1') return true;
+      if (value === 'false' || value === '0') return false;
+      ctx.addIssue({ code: 'custom', message: `${name} must be true or false, got ${JSON.stringify(raw)}` });
+      return z.NEVER;
+    });
 
 const host = z
   .string()
@@ -109,7 +138,12 @@ function envSchema() {
     KILN_PRIORITY_AGING_MS: integer('KILN_PRIORITY_AGING_MS', 0, 365 * DAY_MS, 0),
     KILN_RETAIN_COMPLETED_MS: integer('KILN_RETAIN_COMPLETED_MS', 0, 3650 * DAY_MS, DAY_MS),
     KILN_RETAIN_FAILED_MS: integer('KILN_RETAIN_FAILED_MS', 0, 3650 * DAY_MS, 7 * DAY_MS),
+    KILN_CALLBACK_SECRET: secret,
+    KILN_CALLBACK_TIMEOUT_MS: integer('KILN_CALLBACK_TIMEOUT_MS', 100, 600_000, 10_000),
+    KILN_CALLBACK_MAX_ATTEMPTS: integer('KILN_CALLBACK_MAX_ATTEMPTS', 1, 100, 8),
+    KILN_CALLBACK_ALLOW_PRIVATE: flag('KILN_CALLBACK_ALLOW_PRIVATE', false),
     LOG_LEVEL: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    LOG_FORMAT: oneOf('LOG_FORMAT', ['auto', 'json', 'pretty'] as const, 'auto'),
   });
 }
 
@@ -134,7 +168,17 @@ export interface Config {
   priorityAgingMs: number;
   retainCompletedMs: number;
   retainFailedMs: number;
+  /** Signs callback deliveries (HMAC-SHA256); null: callbacks are refused (400 callbacks_disabled). */
+  callbackSecret: string | null;
+  /** How long one delivery attempt may take. */
+  callbackTimeoutMs: number;
+  /** Attempts of one delivery before it is `failed`. */
+  callbackMaxAttempts: number;
+  /** Callback URLs may name loopback, private and link-local addresses (off: refused). */
+  callbackAllowPrivate: boolean;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** `auto`: human-readable lines on a terminal, JSON lines otherwise. */
+  logFormat: 'auto' | 'json' | 'pretty';
 }
 
 export class ConfigError extends Error {
@@ -170,6 +214,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     priorityAgingMs: e.KILN_PRIORITY_AGING_MS,
     retainCompletedMs: e.KILN_RETAIN_COMPLETED_MS,
     retainFailedMs: e.KILN_RETAIN_FAILED_MS,
+    callbackSecret: e.KILN_CALLBACK_SECRET,
+    callbackTimeoutMs: e.KILN_CALLBACK_TIMEOUT_MS,
+    callbackMaxAttempts: e.KILN_CALLBACK_MAX_ATTEMPTS,
+    callbackAllowPrivate: e.KILN_CALLBACK_ALLOW_PRIVATE,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
   };
 }

@@ -1,9 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify';
-import pino from 'pino';
+import { callbackUrlProblem } from './callbacks/address-guard.js';
+import { CallbackDeliveryService } from './callbacks/delivery-service.js';
 import type { Config } from './config.js';
+import type { Backoff } from './jobs/model.js';
+import type { Clock } from './scheduler/clock.js';
 import type { MicroBatchOptions } from './scheduler/micro-batch.js';
 import { Scheduler } from './scheduler/scheduler.js';
+import { createLogger } from './logger.js';
 import { buildApp, type KilnApp } from './server/app.js';
+import { renderJob } from './server/render.js';
 import { openStore } from './store/open-store.js';
 import { KILN_VERSION } from './version.js';
 import type { JobStore } from './store/store.js';
@@ -16,6 +21,8 @@ export interface Kiln {
   store: JobStore;
   registry: TaskRegistry;
   logger: FastifyBaseLogger;
+  /** Delivers callbacks; null without KILN_CALLBACK_SECRET. */
+  callbacks: CallbackDeliveryService | null;
   /** Listen on config.host:config.port and start dispatching; answers the address. */
   listen(): Promise<string>;
   /**
@@ -31,11 +38,15 @@ export interface KilnParts {
   store?: JobStore;
   /** Micro-batch sizing (tests fix which types count as tiny instead of measuring the machine). */
   microBatch?: MicroBatchOptions;
+  /** The clock schedules tick by and GET /v1/stats buckets by (tests give a fake one they advance). */
+  clock?: Clock;
+  /** The wait between callback attempts (tests make it short). */
+  callbackBackoff?: Backoff;
 }
 
 /** The composition root: config → store → pool → scheduler → server. */
 export async function createKiln(config: Config, parts: KilnParts = {}): Promise<Kiln> {
-  const log = parts.logger ?? (pino({ level: config.logLevel }) as FastifyBaseLogger);
+  const log = parts.logger ?? createLogger(config);
   const registry = await loadTasks(config.tasksDir === null ? {} : { tasksDir: config.tasksDir });
   const store =
     parts.store ??
@@ -70,8 +81,33 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     retainFailedMs: config.retainFailedMs,
     logger: log,
     ...(parts.microBatch === undefined ? {} : { microBatch: parts.microBatch }),
+    ...(parts.clock === undefined ? {} : { clock: parts.clock }),
+    ...(config.callbackSecret === null
+      ? {}
+      : {
+          callbacks: {
+            urlProblem: (url: string) => callbackUrlProblem(url, { allowPrivate: config.callbackAllowPrivate }),
+          },
+        }),
   });
   const running = scheduler;
+  const callbacks =
+    config.callbackSecret === null
+      ? null
+      : new CallbackDeliveryService({
+          store,
+          secret: config.callbackSecret,
+          timeoutMs: config.callbackTimeoutMs,
+          maxAttempts: config.callbackMaxAttempts,
+          allowPrivate: config.callbackAllowPrivate,
+          render: renderJob,
+          userAgent: `kiln/${KILN_VERSION}`,
+          onOutcome: (outcome) => running.metrics.callbackDelivery(outcome),
+          onError: (message, error) => log.warn({ err: error }, message),
+          onDraining: (inFlight, graceMs) =>
+            log.info({ inFlight, graceMs }, 'shutting down: waiting for callback deliveries in flight'),
+          ...(parts.callbackBackoff === undefined ? {} : { backoff: parts.callbackBackoff }),
+        });
   const app = await buildApp({
     scheduler: running,
     registry,
@@ -95,14 +131,17 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     store,
     registry,
     logger: log,
+    callbacks,
     async listen() {
       pool.start();
       await running.start();
+      callbacks?.start();
       return app.listen({ port: config.port, host: config.host });
     },
     stop() {
       stopping ??= (async () => {
-        await running.stop(config.shutdownGraceMs);
+        // Callback attempts in flight get the same grace as running jobs, at the same time.
+        await Promise.all([running.stop(config.shutdownGraceMs), callbacks?.stop(config.shutdownGraceMs)]);
         await app.close();
         await store.close();
       })();

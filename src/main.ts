@@ -42,11 +42,37 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const address = await kiln.listen();
+  let address: string;
+  try {
+    address = await kiln.listen();
+  } catch (error) {
+    process.stderr.write(`kiln: ${listenFailure(error, config.host, config.port)}\n`);
+    await kiln.stop().catch(() => undefined);
+    process.exit(1);
+  }
   logger.info(
     { address, store: config.store.replace(/\/\/[^@]*@/, '//***@'), threads: config.threads },
     'kiln is serving',
   );
+}
+
+/** Why the server could not listen, in one line that names the setting to change. */
+function listenFailure(error: unknown, host: string, port: number): string {
+  const where = `${host}:${port}`;
+  switch ((error as NodeJS.ErrnoException).code) {
+    case 'EADDRINUSE':
+      return `cannot listen on ${where}: the port is in use by another process (set PORT to a free one, or stop that process)`;
+    case 'EACCES':
+      return `cannot listen on ${where}: permission denied (ports below 1024 need privileges; set PORT)`;
+    case 'EADDRNOTAVAIL':
+      return `cannot listen on ${where}: HOST=${JSON.stringify(host)} is not an address of this machine`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EAI_NONAME':
+      return `cannot listen on ${where}: HOST=${JSON.stringify(host)} does not resolve to an address`;
+    default:
+      return `cannot listen on ${where}: ${error instanceof Error ? error.message : String(error)}`;
+  }
 }
 
 void main();

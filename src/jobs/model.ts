@@ -70,6 +70,16 @@ export interface Progress {
   message: string | null;
 }
 
+/** The terminal statuses a callback can be told of (API.md "Callbacks"). */
+export const CALLBACK_EVENTS = ['completed', 'failed', 'cancelled'] as const;
+export type CallbackEvent = (typeof CALLBACK_EVENTS)[number];
+
+/** Where to POST the job when it ends, as the client gave it (`events` absent: all three). */
+export interface Callback {
+  url: string;
+  events?: CallbackEvent[];
+}
+
 export interface Job {
   id: string;
   type: string;
@@ -86,6 +96,9 @@ export interface Job {
   idempotencyKey: string | null;
   dependsOn: string[];
   metadata: Record<string, unknown>;
+  /** Who the job is for (fair share between groups); null: the group of jobs without one. */
+  group: string | null;
+  callback: Callback | null;
   /** When a `scheduled` or `retrying` job becomes ready; otherwise null. */
   runAt: number | null;
   createdAt: number;
@@ -94,6 +107,8 @@ export interface Job {
   finishedAt: number | null;
   /** Internal: when the job last became `queued` (orders FIFO, measures wait time). */
   readyAt: number | null;
+  /** The name of the schedule that created the job, else null. */
+  schedule: string | null;
 }
 
 /** What a list page holds: the job without its payload and result. */
@@ -114,6 +129,8 @@ export interface NewJob {
   idempotencyKey: string | null;
   dependsOn: string[];
   metadata: Record<string, unknown>;
+  /** Fair share: ready jobs of one priority are taken round-robin across groups; absent or null: none. */
+  group?: string | null;
   /** Not before this time; null for now. */
   runAt: number | null;
   createdAt: number;
@@ -121,6 +138,10 @@ export interface NewJob {
   dedupeKey?: string | null;
   /** With a dedupe key: a job of that key completed within this many ms is answered instead. */
   reuseMs?: number | null;
+  /** The schedule that creates the job (absent or null: none). */
+  schedule?: string | null;
+  /** Where to POST the job when it reaches one of the callback's events; absent or null: none. */
+  callback?: Callback | null;
 }
 
 /** A completed dependency, as a dependent's handler sees it in `ctx.parents`. */

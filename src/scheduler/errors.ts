@@ -6,6 +6,7 @@ export const KILN_ERROR_CODES = [
   'validation_error',
   'unknown_task_type',
   'unknown_dependency',
+  'callbacks_disabled',
   'not_found',
   'idempotency_conflict',
   'invalid_state',

@@ -1,8 +1,14 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../jobs/model.js';
 import type { QueueCounts } from '../store/store.js';
+import type { JobStats } from './job-stats.js';
 
-export type AttemptMetricOutcome = 'success' | 'error' | 'timeout' | 'crash';
+export const ATTEMPT_METRIC_OUTCOMES = ['success', 'error', 'timeout', 'crash'] as const;
+export type AttemptMetricOutcome = (typeof ATTEMPT_METRIC_OUTCOMES)[number];
+const FINISHED_STATUSES = ['completed', 'failed', 'cancelled'] as const;
+const DEDUPE_KINDS = ['inflight', 'result'] as const;
+const LIMIT_KINDS = ['concurrency', 'rate'] as const;
+const SCHEDULE_TICK_OUTCOMES = ['created', 'skipped', 'overlap'] as const;
 
 export interface GaugeSource {
   counts(): Promise<QueueCounts>;
@@ -12,12 +18,25 @@ export interface GaugeSource {
   /** Registered task types (each gets its series at 0) and the attempts of each this server runs. */
   taskTypes?: () => string[];
   runningByType?: () => Map<string, number>;
+  /** Whether dispatch is paused (kiln_queue_paused). */
+  paused?: () => boolean;
   /** Live servers sharing the store; absent for a store of one process. */
   liveNodes?: () => Promise<number>;
+  /** Where the recent figures of GET /v1/stats go, fed by the same calls as the counters. */
+  stats?: JobStats;
 }
 
-const RUN_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300];
-const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600];
+/**
+ * Wait and run times: from a tenth of a millisecond (a micro-batched hash) to an hour (a
+ * long report), no bucket more than 2.5 times the one below, so a quantile anywhere in
+ * that range is read between two close bounds.
+ */
+export const JOB_SECONDS_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300,
+  600, 1200, 1800, 3600,
+];
+/** HTTP answers: a long poll holds a request up to 60 s. */
+const HTTP_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const COMMIT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
 const GAUGE_STATUSES = JOB_STATUSES.filter((status) => status === 'running' || PENDING_STATUSES.includes(status));
 
@@ -37,8 +56,14 @@ export class KilnMetrics {
   readonly #commit: Histogram;
   readonly #limited: Counter<'type' | 'limit'>;
   readonly #dedupe: Counter<'type' | 'kind'>;
+  readonly #scheduleTicks: Counter<'schedule' | 'outcome'>;
+  readonly #callbacks: Counter<'outcome'>;
+  readonly #httpRequests: Counter<'method' | 'route' | 'status'>;
+  readonly #httpSeconds: Histogram<'method' | 'route'>;
+  readonly #stats: JobStats | undefined;
 
   constructor(source: GaugeSource) {
+    this.#stats = source.stats;
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     // These three are gauges named like counters, which `promtool check metrics` refuses.
@@ -77,14 +102,14 @@ export class KilnMetrics {
       name: 'kiln_job_wait_seconds',
       help: 'Time from ready to started.',
       labelNames: ['type'],
-      buckets: WAIT_BUCKETS,
+      buckets: JOB_SECONDS_BUCKETS,
       registers,
     });
     this.#run = new Histogram({
       name: 'kiln_job_run_seconds',
       help: 'Attempt run time, by outcome.',
       labelNames: ['type', 'outcome'],
-      buckets: RUN_BUCKETS,
+      buckets: JOB_SECONDS_BUCKETS,
       registers,
     });
     this.#commit = new Histogram({
@@ -194,6 +219,55 @@ export class KilnMetrics {
       labelNames: ['type', 'kind'],
       registers,
     });
+    this.#scheduleTicks = new Counter({
+      name: 'kiln_schedule_ticks_total',
+      help: 'Schedule ticks fired here, by outcome: a job created, skipped (task type not registered, job refused), or held back by overlap.',
+      labelNames: ['schedule', 'outcome'],
+      registers,
+    });
+    this.#callbacks = new Counter({
+      name: 'kiln_callback_deliveries_total',
+      help: 'Callback delivery attempts, by outcome: delivered, retry (failed, another follows), failed (the last).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    for (const outcome of ['delivered', 'retry', 'failed']) this.#callbacks.inc({ outcome }, 0);
+    const paused = source.paused;
+    new Gauge({
+      name: 'kiln_queue_paused',
+      help: 'Whether dispatch is paused (1) or running (0).',
+      registers,
+      collect() {
+        this.set(paused?.() === true ? 1 : 0);
+      },
+    });
+    this.#httpRequests = new Counter({
+      name: 'kiln_http_requests_total',
+      help: 'HTTP requests answered, by route pattern, method and status code.',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.#httpSeconds = new Histogram({
+      name: 'kiln_http_request_duration_seconds',
+      help: 'Time from a request to the end of its answer, by route pattern and method.',
+      labelNames: ['method', 'route'],
+      buckets: HTTP_SECONDS_BUCKETS,
+      registers,
+    });
+
+    // Every labelled counter starts at 0 for each task type and label value, so that
+    // rate() and increase() see the first failure after a restart instead of a series
+    // that appears already at 1 (which they read as no increase).
+    // The wait histogram too, so the first jobs of a type already make a rate of its buckets.
+    for (const type of source.taskTypes?.() ?? []) {
+      this.#wait.zero({ type });
+      this.#submitted.inc({ type }, 0);
+      for (const status of FINISHED_STATUSES) this.#finished.inc({ type, status }, 0);
+      for (const outcome of ATTEMPT_METRIC_OUTCOMES) this.#attempts.inc({ type, outcome }, 0);
+      for (const kind of DEDUPE_KINDS) this.#dedupe.inc({ type, kind }, 0);
+      for (const limit of LIMIT_KINDS) this.#limited.inc({ type, limit }, 0);
+    }
+
     const liveNodes = source.liveNodes;
     if (liveNodes !== undefined) {
       new Gauge({
@@ -209,19 +283,23 @@ export class KilnMetrics {
 
   submitted(type: string, n = 1): void {
     this.#child(this.#submitted, type).inc(n);
+    this.#stats?.submitted(n);
   }
 
-  finished(type: string, status: 'completed' | 'failed' | 'cancelled'): void {
+  finished(type: string, status: (typeof FINISHED_STATUSES)[number]): void {
     this.#child(this.#finished, type, status).inc();
+    this.#stats?.finished(status);
   }
 
   attempt(type: string, outcome: AttemptMetricOutcome, seconds: number): void {
     this.#child(this.#attempts, type, outcome).inc();
     this.#child(this.#run, type, outcome).observe(seconds);
+    this.#stats?.ran(seconds * 1000);
   }
 
   waited(type: string, seconds: number): void {
     this.#child(this.#wait, type).observe(seconds);
+    this.#stats?.waited(seconds * 1000);
   }
 
   // Label lookups hash the label set on every call; these run several times per job,
@@ -247,12 +325,36 @@ export class KilnMetrics {
     this.#rejected.inc({ reason });
   }
 
-  dedupeHit(type: string, kind: 'inflight' | 'result'): void {
+  /** One HTTP answer: `route` is the route's pattern (`/v1/jobs/:id`), never the raw URL. */
+  httpRequest(method: string, route: string, status: number, seconds: number): void {
+    this.#child(this.#httpRequests, method, route, String(status)).inc();
+    this.#child(this.#httpSeconds, method, route).observe(seconds);
+  }
+
+  dedupeHit(type: string, kind: (typeof DEDUPE_KINDS)[number]): void {
     this.#child(this.#dedupe, type, kind).inc();
   }
 
-  limited(type: string, limit: 'concurrency' | 'rate'): void {
+  scheduleTick(schedule: string, outcome: (typeof SCHEDULE_TICK_OUTCOMES)[number]): void {
+    this.#scheduleTicks.inc({ schedule, outcome });
+  }
+
+  /** A schedule exists: its tick counters start at 0 (they are labelled by its name, known only at run time). */
+  scheduleKnown(schedule: string): void {
+    for (const outcome of SCHEDULE_TICK_OUTCOMES) this.#scheduleTicks.inc({ schedule, outcome }, 0);
+  }
+
+  /** A schedule was removed: its series go with it. */
+  scheduleGone(schedule: string): void {
+    for (const outcome of SCHEDULE_TICK_OUTCOMES) this.#scheduleTicks.remove({ schedule, outcome });
+  }
+
+  limited(type: string, limit: (typeof LIMIT_KINDS)[number]): void {
     this.#child(this.#limited, type, limit).inc();
+  }
+
+  callbackDelivery(outcome: 'delivered' | 'retry' | 'failed'): void {
+    this.#callbacks.inc({ outcome });
   }
 
   /** A store commit took this long (kiln_store_commit_seconds). */

@@ -1,23 +1,37 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { newJobId } from '../jobs/ids.js';
-import { type Backoff, isTerminal, type Job, type NewJob } from '../jobs/model.js';
+import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
 import { canonicalJson } from '../store/canonical-json.js';
 import { isStoreError } from '../store/errors.js';
-import type { JobStore, LimitOverride, ListFilter, NodeInfo, Page, StoreEvent, TaskLimits } from '../store/store.js';
+import type {
+  DeliveryRecord,
+  InsertOutcome,
+  InsertResult,
+  JobStore,
+  LimitOverride,
+  ListFilter,
+  NodeInfo,
+  Page,
+  StoreEvent,
+  TaskLimits,
+} from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
 import { KILN_VERSION } from '../version.js';
+import { type Clock, systemClock } from './clock.js';
 import { Dispatcher } from './dispatcher.js';
 import { type FieldIssue, KilnError, notFound, noSuchTask, validationError } from './errors.js';
 import { JobEvents } from './events.js';
+import { JobStats } from './job-stats.js';
 import { KilnMetrics } from './metrics.js';
 import { RateWindow } from './rate-window.js';
 import type { MicroBatchOptions } from './micro-batch.js';
 import { Rescuer } from './rescuer.js';
+import { ScheduleRunner } from './schedule-runner.js';
 import { effectiveLimits } from './task-limits.js';
 
 /** The dedupe key of a job without an explicit one: SHA-256 of its type and canonical payload. */
@@ -27,6 +41,8 @@ export function dedupeKeyOf(type: string, payload: unknown): string {
 
 /** How often a server of a shared store reads the task limit overrides again. */
 const OVERRIDES_RELOAD_MS = 1000;
+/** How often a server of a shared store reads the schedules again (changes made on another server). */
+const SCHEDULES_RELOAD_MS = 1000;
 
 /** A registered task with its limits (GET /v1/tasks). */
 export interface TaskInfo {
@@ -55,9 +71,13 @@ export interface SubmitItem {
   /** Job ids, or `ref:<name>` naming an earlier item of the same batch. */
   dependsOn?: string[];
   metadata?: Record<string, unknown>;
+  group?: string;
   ref?: string;
   /** Dedupe (`dedupe: true` is `{}`): the key defaults to a hash of the type and payload. */
   dedupe?: { key?: string; reuseMs?: number };
+  /** The schedule that makes the job (set by the schedule runner, never by a request). */
+  schedule?: string;
+  callback?: Callback;
 }
 
 export interface Submitted {
@@ -70,7 +90,7 @@ export interface Submitted {
 export interface QueueInfo {
   capacity: number;
   pending: number;
-  byStatus: Record<string, number>;
+  byStatus: Record<JobStatus, number>;
   byPriority: Record<string, number>;
   threads: { size: number; busy: number };
   paused: boolean;
@@ -86,8 +106,18 @@ export interface SchedulerOptions {
   retainCompletedMs: number;
   retainFailedMs: number;
   logger?: SchedulerLogger;
+  /**
+   * The clock schedules tick by and GET /v1/stats buckets by (tests give a fake one);
+   * default: the store's clock with real timers.
+   */
+  clock?: Clock;
   random?: () => number;
   microBatch?: MicroBatchOptions;
+  /** Callbacks: absent, a `callback` is refused (400 callbacks_disabled, no KILN_CALLBACK_SECRET). */
+  callbacks?: {
+    /** Why a callback URL is refused (the address guard), or null. */
+    urlProblem(url: string): Promise<string | null>;
+  };
 }
 
 export interface SchedulerLogger {
@@ -114,6 +144,10 @@ const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
 export class Scheduler {
   readonly events = new JobEvents();
   readonly metrics: KilnMetrics;
+  /** Schedules: their API actions and the ticking (API.md "Schedules"). */
+  readonly schedules: ScheduleRunner;
+  /** This server's throughput and latencies of the last hour (GET /v1/stats). */
+  readonly stats: JobStats;
   readonly #store: JobStore;
   readonly #pool: WorkerPool;
   readonly #registry: TaskRegistry;
@@ -141,6 +175,8 @@ export class Scheduler {
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLogger;
+    const clock = options.clock ?? systemClock(() => options.store.now());
+    this.stats = new JobStats({ now: () => clock.now() });
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
@@ -148,9 +184,11 @@ export class Scheduler {
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
+      paused: () => this.#dispatcher.paused,
       ...(options.store.nodes === undefined
         ? {}
         : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
+      stats: this.stats,
     });
     options.store.observeCommits((seconds) => this.metrics.storeCommitted(seconds));
     this.#dispatcher = new Dispatcher({
@@ -170,6 +208,28 @@ export class Scheduler {
       onRescued: () => this.#dispatcher.pump(),
       onError: (message, error) => this.#log.error({ err: error }, message),
       ...(options.random === undefined ? {} : { random: options.random }),
+    });
+    this.schedules = new ScheduleRunner({
+      store: options.store,
+      clock,
+      metrics: this.metrics,
+      log: this.#log,
+      registered: (type) => this.#registry.get(type) !== undefined,
+      prepare: async (request, schedule, idempotencyKey) => {
+        const { dedupe, ...fields } = request as Omit<SubmitItem, 'dedupe'> & { dedupe?: true | SubmitItem['dedupe'] };
+        const item: SubmitItem = {
+          ...fields,
+          schedule,
+          ...(dedupe === undefined ? {} : { dedupe: dedupe === true ? {} : dedupe }),
+          ...(idempotencyKey === null ? {} : { idempotencyKey }),
+        };
+        const [job] = await this.prepare([item], { batch: false, path: 'job.' });
+        return job as NewJob;
+      },
+      admitted: (inserted) => this.#admitted(inserted.outcomes),
+      refusal: (inserted) => this.#refusal(inserted, 1, false),
+      reloadMs: options.store.nodes === undefined ? null : SCHEDULES_RELOAD_MS,
+      storeFailed: unavailable,
     });
     this.#unsubscribe = options.store.subscribe((event) => this.#onStoreEvent(event), {
       watching: (id) => this.events.watching(id),
@@ -196,6 +256,7 @@ export class Scheduler {
       this.#overridesTimer.unref();
     }
     await this.#dispatcher.start();
+    await this.schedules.start();
   }
 
   // ── task limits ───────────────────────────────────────────────────────────
@@ -269,6 +330,7 @@ export class Scheduler {
     this.#stopping ??= (async () => {
       this.#draining = true;
       this.#drain.abort();
+      await this.schedules.stop();
       if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
       this.#retentionTimer = null;
       this.#rescuer.stop();
@@ -279,6 +341,12 @@ export class Scheduler {
       this.#unsubscribe();
     })();
     return this.#stopping;
+  }
+
+  /** One job of the schedule now (POST /v1/schedules/{name}/trigger). */
+  triggerSchedule(name: string): Promise<Job> {
+    this.#refuseWhileDraining();
+    return this.schedules.trigger(name);
   }
 
   /** Stop dispatching (kept across restarts until resume). Running attempts finish. */
@@ -297,14 +365,46 @@ export class Scheduler {
    * paths start `jobs.<index>.`; a single submission's start at the field.
    */
   async submit(items: SubmitItem[], options: { batch: boolean }): Promise<Submitted[]> {
-    if (this.#draining) {
-      this.metrics.rejected('shutting_down');
-      throw new KilnError('shutting_down', 'the server is shutting down; submit again shortly', {
-        retryAfterSeconds: 5,
-      });
-    }
+    this.#refuseWhileDraining();
+    const newJobs = await this.prepare(items, options);
+    const inserted = await this.#store.insert(newJobs).catch(unavailable);
+    if (!inserted.ok) throw this.#refusal(inserted, newJobs.length, options.batch);
+    this.#admitted(inserted.outcomes);
+    return inserted.outcomes;
+  }
+
+  #refuseWhileDraining(): void {
+    if (!this.#draining) return;
+    this.metrics.rejected('shutting_down');
+    throw new KilnError('shutting_down', 'the server is shutting down; submit again shortly', {
+      retryAfterSeconds: 5,
+    });
+  }
+
+  /**
+   * Validate items (task type, payload by the task's schema, refs, dependencies) and apply
+   * defaults: the jobs to insert, or a KilnError that names every bad field. In a batch,
+   * issue paths start `jobs.<index>.`; otherwise at the field.
+   */
+  async prepare(items: SubmitItem[], options: { batch: boolean; path?: string }): Promise<NewJob[]> {
     const now = this.#store.now();
-    const prefix = (index: number) => (options.batch ? `jobs.${index}.` : '');
+    const prefix = (index: number) => (options.batch ? `jobs.${index}.` : (options.path ?? ''));
+    const withCallback = items.findIndex((item) => item.callback !== undefined);
+    if (withCallback >= 0 && this.#options.callbacks === undefined) {
+      const issue = {
+        path: `${prefix(withCallback)}callback`,
+        message: 'callbacks are disabled on this server (KILN_CALLBACK_SECRET is not set)',
+      };
+      throw new KilnError('callbacks_disabled', `${issue.path}: ${issue.message}`, { issues: [issue] });
+    }
+    // Each callback URL is checked once per request, all at the same time (the guard may resolve names).
+    const urlProblems = new Map<string, Promise<string | null>>();
+    for (const item of items) {
+      const url = item.callback?.url;
+      if (url !== undefined && this.#options.callbacks !== undefined && !urlProblems.has(url)) {
+        urlProblems.set(url, this.#options.callbacks.urlProblem(url));
+      }
+    }
     const issues: FieldIssue[] = [];
     const refs = new Map<string, string>();
     const keys = new Set<string>();
@@ -348,6 +448,10 @@ export class Scheduler {
       if (item.runAt !== undefined && item.delayMs !== undefined) {
         issues.push({ path: `${prefix(index)}runAt`, message: 'give at most one of runAt and delayMs' });
       }
+      if (item.callback !== undefined) {
+        const problem = await urlProblems.get(item.callback.url);
+        if (problem != null) issues.push({ path: `${prefix(index)}callback.url`, message: problem });
+      }
       if (task === undefined) {
         unknownType ??= `${prefix(index)}type`;
         issues.push({ path: `${prefix(index)}type`, message: `no task is registered as "${item.type}"` });
@@ -375,14 +479,17 @@ export class Scheduler {
         idempotencyKey: item.idempotencyKey ?? null,
         dependsOn,
         metadata: item.metadata ?? {},
+        group: item.group ?? null,
         runAt: runAt !== null && runAt > now ? runAt : null,
         createdAt: now,
+        callback: item.callback ?? null,
         ...(item.dedupe === undefined
           ? {}
           : {
               dedupeKey: item.dedupe.key ?? dedupeKeyOf(task.name, checked.value),
               reuseMs: item.dedupe.reuseMs ?? null,
             }),
+        ...(item.schedule === undefined ? {} : { schedule: item.schedule }),
       });
     }
 
@@ -394,32 +501,38 @@ export class Scheduler {
       }
       throw validationError(issues);
     }
+    return newJobs;
+  }
 
-    const inserted = await this.#store.insert(newJobs).catch(unavailable);
-    if (!inserted.ok) {
-      switch (inserted.reason) {
-        case 'queue_full':
-          this.metrics.rejected('queue_full');
-          throw new KilnError(
-            'queue_full',
-            `the queue holds ${inserted.pending} pending jobs of ${inserted.capacity}; ${newJobs.length} more do not fit`,
-            { retryAfterSeconds: this.#retryAfterSeconds(inserted.pending + newJobs.length - inserted.capacity) },
-          );
-        case 'idempotency_conflict':
-          throw new KilnError(
-            'idempotency_conflict',
-            `${prefix(inserted.index)}idempotencyKey was used before (job ${inserted.existingId}) with a different type or payload`,
-          );
-        case 'unknown_dependency':
-          throw new KilnError(
-            'unknown_dependency',
-            `${prefix(inserted.index)}dependsOn: no job has the id ${JSON.stringify(inserted.dependency)}`,
-            { issues: [{ path: `${prefix(inserted.index)}dependsOn`, message: `no job ${inserted.dependency}` }] },
-          );
-      }
+  /** The error a client gets for an insert the store refused. */
+  #refusal(inserted: Extract<InsertResult, { ok: false }>, count: number, batch: boolean): KilnError {
+    const prefix = (index: number) => (batch ? `jobs.${index}.` : '');
+    switch (inserted.reason) {
+      case 'queue_full':
+        this.metrics.rejected('queue_full');
+        return new KilnError(
+          'queue_full',
+          `the queue holds ${inserted.pending} pending jobs of ${inserted.capacity}; ${count} more do not fit`,
+          { retryAfterSeconds: this.#retryAfterSeconds(inserted.pending + count - inserted.capacity) },
+        );
+      case 'idempotency_conflict':
+        return new KilnError(
+          'idempotency_conflict',
+          `${prefix(inserted.index)}idempotencyKey was used before (job ${inserted.existingId}) with a different type or payload`,
+        );
+      case 'unknown_dependency':
+        return new KilnError(
+          'unknown_dependency',
+          `${prefix(inserted.index)}dependsOn: no job has the id ${JSON.stringify(inserted.dependency)}`,
+          { issues: [{ path: `${prefix(inserted.index)}dependsOn`, message: `no job ${inserted.dependency}` }] },
+        );
     }
+  }
+
+  /** Jobs the store took: counted, and dispatch told of the best of them. */
+  #admitted(outcomes: InsertOutcome[]): void {
     let best = -1;
-    for (const outcome of inserted.outcomes) {
+    for (const outcome of outcomes) {
       if (outcome.dedupe !== undefined) this.metrics.dedupeHit(outcome.job.type, outcome.dedupe);
       if (!outcome.created) continue;
       this.metrics.submitted(outcome.job.type);
@@ -428,7 +541,6 @@ export class Scheduler {
     // Better work than what threads hold in look-ahead takes their place.
     if (best >= 0) this.#dispatcher.preempt(best);
     this.#dispatcher.pump();
-    return inserted.outcomes;
   }
 
   /** A hint for 429 answers: how long the recent completion rate needs to make room. */
@@ -483,6 +595,11 @@ export class Scheduler {
       signal?.removeEventListener('abort', onAbort);
       this.#drain.signal.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** A job's callback deliveries, attempt by attempt; null: no such job. */
+  deliveries(id: string): Promise<DeliveryRecord[] | null> {
+    return this.#store.deliveries(id).catch(unavailable);
   }
 
   async list(filter: ListFilter): Promise<Page> {
@@ -623,6 +740,8 @@ export class Scheduler {
       this.#dispatcher.pausedElsewhere(event.paused);
       return;
     }
+    // Callback deliveries are the delivery service's business.
+    if (event.kind === 'deliveries') return;
     this.events.publish(event.id, event.job);
     if (event.kind !== 'changed') return;
     // The job left `running` by another hand (cancelled here or elsewhere, rescued): its

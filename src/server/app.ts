@@ -2,20 +2,25 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import {
-  jsonSchemaTransform,
-  jsonSchemaTransformObject,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { validationError } from '../scheduler/errors.js';
+import { swaggerOptions, swaggerUiOptions } from './openapi.js';
 import { problem, problemFromError, sendProblem } from './problems.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
+import { registerScheduleRoutes } from './routes/schedules.js';
+import { registerStatsRoutes } from './routes/stats.js';
 import { registerSystemRoutes } from './routes/system.js';
+import { registerUiRoutes } from './routes/ui.js';
 
 /** Bodies nest at most this deep; deeper ones would exhaust the stack of code that walks them. */
 const MAX_JSON_DEPTH = 64;
@@ -37,6 +42,8 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   const app = Fastify({
     ...(options.logger === undefined ? { logger: false } : { loggerInstance: options.logger }),
     bodyLimit: options.maxBodyBytes,
+    // One line per request is logged below, with its answer, instead of fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
     // While draining, requests still get answers: submissions a 503 problem document.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
@@ -71,6 +78,11 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   // Bodies are JSON only: anything else is a 415.
   app.removeContentTypeParser(['text/plain']);
+
+  app.addHook('onRequest', (request, reply, done) => {
+    observeAnswer(request, reply, options.scheduler);
+    done();
+  });
 
   app.setErrorHandler((error, request, reply) => {
     const { body, headers } = problemFromError(error, request);
@@ -107,30 +119,52 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
     });
   }
 
-  await app.register(fastifySwagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Kiln',
-        description: 'A job queue service for CPU-bound work.',
-        version: '1.0.0',
-      },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: options.apiTokens.length > 0 ? [{ bearer: [] }] : [],
-    },
-    transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
-  });
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  await app.register(fastifySwagger, swaggerOptions(options.apiTokens.length > 0));
+  await app.register(fastifySwaggerUi, swaggerUiOptions());
 
   const typed = app.withTypeProvider<ZodTypeProvider>();
   registerJobRoutes(typed, options.scheduler);
   registerQueueRoutes(typed, options.scheduler);
+  registerScheduleRoutes(typed, options.scheduler);
+  registerStatsRoutes(typed, options.scheduler);
   registerSystemRoutes(typed, options);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await registerUiRoutes(app);
 
   await app.ready();
   return app;
+}
+
+/** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
+const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
+
+/**
+ * When the answer has gone out (or the client went away): the request's line in the log
+ * and its HTTP metrics, by route pattern. Hooked on the socket's close rather than on
+ * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
+ */
+function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
+  const started = process.hrtime.bigint();
+  reply.raw.once('close', () => {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const route = request.routeOptions.url ?? 'unmatched';
+    const status = reply.raw.statusCode;
+    scheduler.metrics.httpRequest(request.method, route, status, seconds);
+    const level = PROBE_ROUTES.has(route) && status < 400 ? 'debug' : 'info';
+    // The line is built only for a logger that writes it (LOG_LEVEL=warn, as under load, does not).
+    if (!writes(request.log, level)) return;
+    const ms = Math.round(seconds * 10_000) / 10;
+    request.log[level](
+      { http: { method: request.method, url: request.url, status, ms } },
+      `${request.method} ${request.url} ${status} ${ms} ms`,
+    );
+  });
+}
+
+/** Whether the logger writes lines of `level` (pino says so; a logger that cannot tell is asked to write). */
+function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
+  const withCheck = log as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
+  return withCheck.isLevelEnabled?.(level) ?? true;
 }
 
 /** How deep arrays and objects nest in a parsed body, counted without recursion. */

@@ -12,6 +12,7 @@ export const PROBLEM_CODES = {
   validation_error: 400,
   unknown_task_type: 400,
   unknown_dependency: 400,
+  callbacks_disabled: 400,
   unauthorized: 401,
   not_found: 404,
   idempotency_conflict: 409,

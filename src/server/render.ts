@@ -1,9 +1,12 @@
 import type { z } from 'zod';
 import type { Job, JobSummary } from '../jobs/model.js';
-import type { jobSchema, jobSummarySchema } from './schemas.js';
+import type { DeliveryRecord, Schedule } from '../store/store.js';
+import type { deliveriesSchema, jobSchema, jobSummarySchema, scheduleSchema } from './schemas.js';
 
 export type ApiJob = z.output<typeof jobSchema>;
 export type ApiJobSummary = z.output<typeof jobSummarySchema>;
+export type ApiSchedule = z.output<typeof scheduleSchema>;
+export type ApiDelivery = z.output<typeof deliveriesSchema>['deliveries'][number];
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
@@ -38,9 +41,43 @@ function renderRest(job: JobSummary) {
     idempotencyKey: job.idempotencyKey,
     dependsOn: job.dependsOn,
     metadata: job.metadata,
+    group: job.group,
+    schedule: job.schedule,
+    callback: job.callback,
     runAt: iso(job.runAt),
     createdAt: new Date(job.createdAt).toISOString(),
     startedAt: iso(job.startedAt),
     finishedAt: iso(job.finishedAt),
+  };
+}
+
+/** A schedule as API.md shows it. */
+export function renderSchedule(schedule: Schedule): ApiSchedule {
+  return {
+    name: schedule.name,
+    cron: schedule.cron,
+    timezone: schedule.timezone,
+    job: schedule.job,
+    overlap: schedule.overlap,
+    catchUp: schedule.catchUp,
+    paused: schedule.paused,
+    nextRunAt: iso(schedule.nextRunAt),
+    lastRunAt: iso(schedule.lastRunAt),
+    lastJobId: schedule.lastJobId,
+    createdAt: new Date(schedule.createdAt).toISOString(),
+    updatedAt: new Date(schedule.updatedAt).toISOString(),
+  };
+}
+
+/** One attempt of a callback delivery (GET /v1/jobs/{id}/callbacks): the event as Kiln-Event names it. */
+export function renderDelivery(record: DeliveryRecord): ApiDelivery {
+  return {
+    id: record.id,
+    event: `job.${record.event}`,
+    attempt: record.attempt,
+    status: record.status,
+    httpStatus: record.httpStatus,
+    error: record.error,
+    at: new Date(record.at).toISOString(),
   };
 }

@@ -1,5 +1,15 @@
 import { z } from 'zod';
-import { JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from '../jobs/model.js';
+import {
+  CALLBACK_EVENTS,
+  JITTER_MODES,
+  JOB_ERROR_CODES,
+  JOB_STATUSES,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
+} from '../jobs/model.js';
+import { isTimeZone, Timetable } from '../scheduler/cron.js';
+import { CATCH_UP_RULES, OVERLAP_RULES } from '../store/store.js';
+import { PROBLEM_CODES, type ProblemCode } from './problems.js';
 
 /**
  * The HTTP contract as zod schemas (API.md). They validate requests and generate
@@ -28,6 +38,27 @@ const metadataSchema = z
     message: `must be at most ${MAX_METADATA_BYTES} bytes serialized`,
   });
 
+export const groupSchema = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1–128 letters, digits, ., _, : or -');
+const MAX_CALLBACK_URL_CHARS = 2048;
+
+const callbackSchema = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .max(MAX_CALLBACK_URL_CHARS)
+      .refine((raw) => URL.canParse(raw), { message: 'must be an absolute http: or https: URL' })
+      .describe('http: or https:; a host that is or resolves to a private address is refused.'),
+    events: z
+      .array(z.enum(CALLBACK_EVENTS))
+      .min(1)
+      .max(CALLBACK_EVENTS.length)
+      .refine((events) => new Set(events).size === events.length, { message: 'lists an event twice' })
+      .optional()
+      .describe('Default: all three.'),
+  })
+  .strict();
+
 const jobFields = {
   type: z.string().min(1).max(100).describe('A registered task name.'),
   payload: z.unknown().optional().describe("Validated by the task's schema; default {}."),
@@ -44,6 +75,11 @@ const jobFields = {
   idempotencyKey: z.string().min(1).max(255).optional(),
   dependsOn: z.array(z.string().min(1).max(100)).max(100).optional(),
   metadata: metadataSchema.optional(),
+  group: groupSchema
+    .optional()
+    .describe(
+      'Who the job is for (a tenant, a customer). Ready jobs of one priority are taken round-robin across groups, FIFO inside a group; jobs without a group form one group of their own.',
+    ),
   dedupe: z
     .union([
       z.literal(true),
@@ -58,9 +94,16 @@ const jobFields = {
     .describe(
       'Coalesce identical work: a job of the same key that is not finished (or, with reuseMs, completed that recently) is answered instead of a new one. The key is `key`, else the SHA-256 of the type and the canonical JSON of the validated payload.',
     ),
+  callback: callbackSchema
+    .optional()
+    .describe('A signed POST of the job to `url` when it reaches one of `events` (needs KILN_CALLBACK_SECRET).'),
 };
 
-export const jobRequestSchema = z.object(jobFields).strict();
+// Examples are what /docs fills in: each must succeed when sent as is (a test sends them).
+export const jobRequestSchema = z
+  .object(jobFields)
+  .strict()
+  .meta({ examples: [{ type: 'hash.sha256', payload: { data: 'hello' }, priority: 5 }] });
 export type JobRequest = z.infer<typeof jobRequestSchema>;
 
 export const batchItemSchema = z
@@ -74,7 +117,19 @@ export const batchItemSchema = z
   .strict();
 export type BatchItem = z.infer<typeof batchItemSchema>;
 
-export const batchRequestSchema = z.object({ jobs: z.array(batchItemSchema).min(1).max(1000) }).strict();
+export const batchRequestSchema = z
+  .object({ jobs: z.array(batchItemSchema).min(1).max(1000) })
+  .strict()
+  .meta({
+    examples: [
+      {
+        jobs: [
+          { ref: 'a', type: 'compress.gzip', payload: { data: 'hello hello hello' } },
+          { type: 'noop', payload: { echo: 'compressed' }, dependsOn: ['ref:a'] },
+        ],
+      },
+    ],
+  });
 
 export const idempotencyHeaderSchema = z
   .object({ 'idempotency-key': z.string().min(1).max(255).optional() })
@@ -104,6 +159,8 @@ export const listQuerySchema = z
       })
       .describe('Comma-separated statuses.'),
     type: z.string().min(1).max(100).optional(),
+    group: groupSchema.optional(),
+    schedule: z.string().min(1).max(128).optional().describe('Jobs made by the schedule of this name.'),
     limit: z.coerce.number().int().min(1).max(500).default(50),
     cursor: z.string().min(1).max(200).optional(),
   })
@@ -113,7 +170,7 @@ export const listQuerySchema = z
 
 const jobErrorSchema = z.object({ code: z.enum(JOB_ERROR_CODES), message: z.string(), attempt: z.int() });
 const progressSchema = z.object({ percent: z.number(), message: z.string().nullable() });
-const isoTime = z.string().describe('RFC 3339, UTC');
+const isoTime = z.iso.datetime().describe('RFC 3339, UTC');
 
 export const jobSchema = z
   .object({
@@ -137,6 +194,9 @@ export const jobSchema = z
     idempotencyKey: z.string().nullable(),
     dependsOn: z.array(z.string()),
     metadata: z.record(z.string(), z.unknown()),
+    group: z.string().nullable(),
+    schedule: z.string().nullable().describe('The name of the schedule that created the job, else null.'),
+    callback: z.object({ url: z.string(), events: z.array(z.enum(CALLBACK_EVENTS)).optional() }).nullable(),
     runAt: isoTime.nullable(),
     createdAt: isoTime,
     startedAt: isoTime.nullable(),
@@ -149,21 +209,39 @@ export const jobSummarySchema = jobSchema.omit({ payload: true, result: true }).
 export const jobListSchema = z.object({ jobs: z.array(jobSummarySchema), nextCursor: z.string().nullable() });
 export const jobBatchResponseSchema = z.object({ jobs: z.array(jobSchema) });
 
+export const deliveriesSchema = z.object({
+  deliveries: z.array(
+    z.object({
+      id: z.string().describe('Kiln-Delivery: the same for every attempt of one delivery.'),
+      event: z.enum(['job.completed', 'job.failed', 'job.cancelled']),
+      attempt: z.int().describe('1-based.'),
+      status: z
+        .enum(['pending', 'delivered', 'failed'])
+        .describe('delivered or failed: how this attempt went; pending: the next attempt, not made yet.'),
+      httpStatus: z.int().nullable().describe("The receiver's status code; null when none came."),
+      error: z.string().nullable().describe('Why the attempt failed; null when it did not.'),
+      at: isoTime.describe('When the attempt was made; for a pending one, when it is due.'),
+    }),
+  ),
+});
+
 export const problemSchema = z
   .object({
     type: z.string(),
     title: z.string(),
-    status: z.int(),
-    code: z.string(),
+    status: z.int().min(400).max(599),
+    code: z.enum(Object.keys(PROBLEM_CODES) as [ProblemCode, ...ProblemCode[]]).describe('Stable, for programs.'),
     detail: z.string(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   })
   .meta({ id: 'Problem' });
 
+type StatusCounts = Record<(typeof JOB_STATUSES)[number], z.ZodInt>;
+
 export const queueSchema = z.object({
   capacity: z.int(),
   pending: z.int(),
-  byStatus: z.record(z.string(), z.int()),
+  byStatus: z.object(Object.fromEntries(JOB_STATUSES.map((status) => [status, z.int()])) as StatusCounts),
   byPriority: z.record(z.string(), z.int()),
   threads: z.object({ size: z.int(), busy: z.int() }),
   paused: z.boolean(),
@@ -208,9 +286,18 @@ export const limitsOverrideSchema = z
   .strict()
   .refine((body) => body.concurrency !== undefined || body.rateLimit !== undefined, {
     message: 'give concurrency, rateLimit or both (null removes a limit)',
-  });
+  })
+  .meta({ examples: [{ concurrency: 2, rateLimit: { max: 10, perMs: 1000 } }] });
 
-export const taskParamsSchema = z.object({ name: z.string().min(1).max(100) }).strict();
+export const taskParamsSchema = z
+  .object({
+    name: z
+      .string()
+      .min(1)
+      .max(100)
+      .meta({ examples: ['noop'] }),
+  })
+  .strict();
 
 export const taskSchema = z.object({
   name: z.string(),
@@ -234,3 +321,119 @@ export const taskSchema = z.object({
 });
 
 export const tasksSchema = z.object({ tasks: z.array(taskSchema) });
+
+// ── schedules ──────────────────────────────────────────────────────────────
+
+export const scheduleParamsSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/, 'must be 1–128 letters, digits, ., _ or -')
+      .meta({ examples: ['digest-every-5-min'] }),
+  })
+  .strict();
+
+/** A job request as for POST /v1/jobs, less what only makes sense for one job. */
+export const scheduleJobSchema = jobRequestSchema
+  .omit({ runAt: true, delayMs: true, idempotencyKey: true, dependsOn: true })
+  .strict();
+
+export const scheduleRequestSchema = z
+  .object({
+    cron: z
+      .string()
+      .min(1)
+      .max(200)
+      .superRefine((cron, ctx) => {
+        try {
+          if (new Timetable(cron, 'UTC').nextAfter(Date.now()) === null) {
+            ctx.addIssue({ code: 'custom', message: 'never matches a future time' });
+          }
+        } catch (error) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `is not a cron pattern of 5 or 6 fields: ${(error as Error).message}`,
+          });
+        }
+      })
+      .describe('Five fields (minute precision) or six (leading seconds).'),
+    timezone: z
+      .string()
+      .min(1)
+      .max(100)
+      .refine(isTimeZone, { message: 'must be an IANA time zone name, e.g. Europe/Berlin' })
+      .default('UTC')
+      .describe('The IANA time zone the cron fields are read in.'),
+    job: scheduleJobSchema.describe('What each tick submits: a job request as for POST /v1/jobs.'),
+    overlap: z
+      .enum(OVERLAP_RULES)
+      .default('allow')
+      .describe('skip: no new job while the last one the schedule made is not finished.'),
+    catchUp: z
+      .enum(CATCH_UP_RULES)
+      .default('none')
+      .describe('Ticks missed while no server ran: none drops them, last makes one job for the most recent.'),
+    paused: z.boolean().default(false),
+  })
+  .strict()
+  .meta({
+    examples: [
+      {
+        cron: '*/5 * * * *',
+        timezone: 'Europe/Berlin',
+        job: { type: 'hash.sha256', payload: { data: 'report' } },
+        overlap: 'skip',
+      },
+    ],
+  });
+
+export const scheduleSchema = z
+  .object({
+    name: z.string(),
+    cron: z.string(),
+    timezone: z.string(),
+    job: z.record(z.string(), z.unknown()),
+    overlap: z.enum(OVERLAP_RULES),
+    catchUp: z.enum(CATCH_UP_RULES),
+    paused: z.boolean(),
+    nextRunAt: isoTime.nullable().describe('The next tick; null while paused.'),
+    lastRunAt: isoTime.nullable().describe('The tick (or trigger) of the latest job.'),
+    lastJobId: z.string().nullable(),
+    createdAt: isoTime,
+    updatedAt: isoTime,
+  })
+  .meta({ id: 'Schedule' });
+
+export const scheduleListSchema = z.object({ schedules: z.array(scheduleSchema) });
+export const statsQuerySchema = z
+  .object({
+    window: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(3600)
+      .default(900)
+      .describe('Seconds to look back (60–3600), in whole 10-second buckets.'),
+  })
+  .strict();
+
+const statsFigures = {
+  submitted: z.int().describe('Jobs accepted by this server.'),
+  completed: z.int().describe('Jobs that completed on this server.'),
+  failed: z.int().describe('Jobs that failed on this server.'),
+  waitMsP50: z.number().nullable().describe('Median wait from ready to started, ms; null without samples.'),
+  waitMsP99: z.number().nullable(),
+  runMsP50: z.number().nullable().describe('Median attempt run time, ms; null without samples.'),
+  runMsP99: z.number().nullable(),
+};
+
+export const statsSchema = z
+  .object({
+    window: z.int().describe('The window asked for, in seconds.'),
+    bucketSeconds: z.int().describe('Width of a bucket: 10.'),
+    buckets: z
+      .array(z.object({ at: isoTime.describe('Start of the bucket, RFC 3339'), ...statsFigures }))
+      .describe('Oldest first; the last is the bucket in progress. Buckets without activity are included.'),
+    totals: z.object(statsFigures).describe('The whole window: sums, and percentiles over all its samples.'),
+  })
+  .meta({ id: 'Stats' });

@@ -1,4 +1,13 @@
-import type { Job, JobError, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../jobs/model.js';
+import type {
+  CallbackEvent,
+  Job,
+  JobError,
+  JobStatus,
+  JobSummary,
+  NewJob,
+  ParentResult,
+  Progress,
+} from '../jobs/model.js';
 
 /**
  * The persistence boundary, shaped so that one embedded file (SQLite) and one database
@@ -85,11 +94,50 @@ export interface JobStore {
   /** Set a type's override, or remove it (null: back to the task module's own limits). */
   setLimitOverride(type: string, override: LimitOverride | null): Promise<void>;
 
+  /** Every schedule (API.md "Schedules"), by name. */
+  schedules(): Promise<Schedule[]>;
+  getSchedule(name: string): Promise<Schedule | null>;
+  /**
+   * Create a schedule, or replace the definition of one of that name (its `createdAt`,
+   * `lastRunAt` and `lastJobId` are kept).
+   */
+  putSchedule(schedule: ScheduleDefinition): Promise<{ created: boolean; schedule: Schedule }>;
+  /** Answers whether there was such a schedule. Its jobs keep its name. */
+  removeSchedule(name: string): Promise<boolean>;
+  /**
+   * One tick of a schedule, in one transaction: a compare-and-set of `nextRunAt` (only the
+   * caller that still sees the schedule as `expected` fires; with many servers, one does),
+   * then, unless the overlap rule holds it back, the insert of `job` (as `insert` does,
+   * idempotency included) and the schedule's `lastRunAt` and `lastJobId`.
+   */
+  fireSchedule(fire: ScheduleFire): Promise<FireResult>;
+
   /** The earliest `runAt` of a `scheduled` or `retrying` job, or null (the dispatcher's one timer). */
   nextDueAt(): Promise<number | null>;
 
   /** Attempts whose lease ran out (at most `limit`), for the rescuer. */
   expiredLeases(limit: number): Promise<ExpiredAttempt[]>;
+
+  /**
+   * Callback deliveries (API.md "Callbacks"). A job with a callback that reaches one of
+   * its events gets a `pending` delivery in the same write that makes it terminal,
+   * whatever makes it so (finish, cancel, a failed dependency, an insert that fails at
+   * once); the delivery goes when the job's record goes. Announced by a `deliveries` event.
+   *
+   * Lease up to `limit` pending deliveries that are due and not leased by a live owner,
+   * oldest due first: no other caller gets them until `leaseMs` has passed or the attempt
+   * is recorded. A first attempt comes with the job as it is now (to render the body).
+   */
+  claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]>;
+  /**
+   * Record an attempt, fenced on delivery, attempt and owner (false: the fence refused it,
+   * another owner took the delivery over). `retry` keeps it pending, due in `retryInMs`.
+   */
+  recordDeliveryAttempt(attempt: DeliveryAttempt): Promise<boolean>;
+  /** When the next pending delivery is due (or its lease runs out); null when none is pending. */
+  nextDeliveryAt(): Promise<number | null>;
+  /** The job's deliveries, attempt by attempt (GET /v1/jobs/{id}/callbacks); null: no such job. */
+  deliveries(jobId: string): Promise<DeliveryRecord[] | null>;
 
   /** Delete up to `limit` terminal jobs in `status` that finished more than `ageMs` ago. */
   purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number>;
@@ -145,6 +193,60 @@ export interface ClaimRequest {
   /** Hears of each type whose job the claim passed over because of its limit (kiln_task_limited_total). */
   passedOver?: (type: string) => void;
 }
+
+export const OVERLAP_RULES = ['allow', 'skip'] as const;
+export const CATCH_UP_RULES = ['none', 'last'] as const;
+
+/** What a client sets of a schedule (PUT /v1/schedules/{name}). */
+export interface ScheduleDefinition {
+  name: string;
+  /** Five fields (minute precision) or six (leading seconds). */
+  cron: string;
+  /** IANA time zone the cron fields are read in. */
+  timezone: string;
+  /** The job request each tick submits, as the client gave it (validated at PUT time). */
+  job: Record<string, unknown>;
+  overlap: (typeof OVERLAP_RULES)[number];
+  catchUp: (typeof CATCH_UP_RULES)[number];
+  paused: boolean;
+  /** The next tick; null while paused. */
+  nextRunAt: number | null;
+  /** When the definition was written (creation or replacement, pause, resume). */
+  updatedAt: number;
+}
+
+export interface Schedule extends ScheduleDefinition {
+  /** The tick (or trigger) that made the latest job; null before the first. */
+  lastRunAt: number | null;
+  lastJobId: string | null;
+  createdAt: number;
+}
+
+export interface ScheduleFire {
+  name: string;
+  /**
+   * The schedule as the caller read it: the tick applies only while its `nextRunAt` and
+   * `updatedAt` are still these. Null: a trigger (one job now; `nextRunAt` is not touched).
+   */
+  expected: { nextRunAt: number | null; updatedAt: number } | null;
+  /** `nextRunAt` after the tick. */
+  nextRunAt: number | null;
+  /** The tick time (or the trigger's), recorded as `lastRunAt` with the job. */
+  runAt: number;
+  /** The job to make; null: the tick makes none (dropped, or its task type is not registered). */
+  job: NewJob | null;
+  /** No job while the last job the schedule made is not terminal. */
+  skipOverlap: boolean;
+}
+
+export type FireResult =
+  /** Another caller fired this tick first, the schedule changed, or it is gone. */
+  | { fired: false }
+  /**
+   * `overlap`: the last job is not finished, so no job was made. `insert`: what inserting
+   * the job answered (a refusal leaves the tick fired, without a job); null when there was none.
+   */
+  | { fired: true; schedule: Schedule; overlap: boolean; insert: InsertResult | null };
 
 /** A run-time override of a task's limits: a field given replaces the module's (null: no such limit). */
 export interface LimitOverride {
@@ -236,6 +338,92 @@ export interface ExpiredAttempt {
   backoff: Job['backoff'];
 }
 
+/** A pending callback delivery leased to its caller. */
+export interface DueDelivery {
+  /** The Kiln-Delivery id, the same for every attempt. */
+  id: string;
+  jobId: string;
+  event: CallbackEvent;
+  /** The attempt to make now, 1-based. */
+  attempt: number;
+  url: string;
+  /** The body an earlier attempt sent (retries send the same); null for a first attempt. */
+  body: string | null;
+  /** For a first attempt, the job as it is now; else null. */
+  job: Job | null;
+}
+
+export interface DeliveryAttempt {
+  id: string;
+  attempt: number;
+  owner: string;
+  /** The body sent, kept for the retries. */
+  body: string;
+  httpStatus: number | null;
+  error: string | null;
+  /** `delivered`: a 2xx came; `retry`: it failed, another attempt follows; `failed`: it failed for good. */
+  outcome: 'delivered' | 'retry' | 'failed';
+  /** With `retry`: ms until the next attempt. */
+  retryInMs: number;
+}
+
+/** One attempt of a delivery as GET /v1/jobs/{id}/callbacks lists it (pending: the next, not made yet). */
+export interface DeliveryRecord {
+  id: string;
+  event: CallbackEvent;
+  attempt: number;
+  status: 'pending' | 'delivered' | 'failed';
+  httpStatus: number | null;
+  error: string | null;
+  /** When the attempt was made, or, pending, when it is due. */
+  at: number;
+}
+
+/** A delivery with its attempts as both stores read them, joined: one row per attempt (or one without). */
+export interface DeliveryRow {
+  id: string;
+  event: CallbackEvent;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  next_at: number | null;
+  attempt: number | null;
+  attempt_status: 'delivered' | 'failed' | null;
+  http_status: number | null;
+  error: string | null;
+  at: number | null;
+}
+
+/** Rows ordered by delivery, then attempt → records, each pending delivery ending with its next attempt. */
+export function deliveryRecords(rows: DeliveryRow[]): DeliveryRecord[] {
+  const records: DeliveryRecord[] = [];
+  for (const [index, row] of rows.entries()) {
+    if (row.attempt !== null) {
+      records.push({
+        id: row.id,
+        event: row.event,
+        attempt: row.attempt,
+        status: row.attempt_status ?? 'failed',
+        httpStatus: row.http_status,
+        error: row.error,
+        at: row.at ?? 0,
+      });
+    }
+    const last = rows[index + 1]?.id !== row.id;
+    if (last && row.status === 'pending') {
+      records.push({
+        id: row.id,
+        event: row.event,
+        attempt: row.attempts + 1,
+        status: 'pending',
+        httpStatus: null,
+        error: null,
+        at: row.next_at ?? 0,
+      });
+    }
+  }
+  return records;
+}
+
 export interface Changes {
   /** The job the call was about, as it is now. */
   job: Job;
@@ -256,6 +444,9 @@ export function isInvalidState(value: unknown): value is InvalidState {
 export interface ListFilter {
   statuses?: JobStatus[];
   type?: string;
+  group?: string;
+  /** Jobs made by the schedule of this name. */
+  schedule?: string;
   limit: number;
   /** Opaque, from a previous page's `nextCursor`. */
   cursor?: string;
@@ -298,7 +489,9 @@ export type StoreEvent =
   /** The store takes claims again (after a restart or a rebuild), or another server made jobs ready. */
   | { kind: 'ready' }
   /** Another server paused or resumed dispatch. */
-  | { kind: 'paused'; paused: boolean };
+  | { kind: 'paused'; paused: boolean }
+  /** Callback deliveries were stored (by this server or, on a shared store, another). */
+  | { kind: 'deliveries' };
 
 export type StoreListener = (event: StoreEvent) => void;
 

@@ -39,6 +39,7 @@ export async function exportedSeries(): Promise<Map<string, SeriesInfo>> {
   for (const outcome of outcomes) metrics.attempt('noop', outcome, 0.01);
   metrics.waited('noop', 0.01);
   metrics.rejected('queue_full');
+  metrics.httpRequest('GET', '/v1/jobs/:id', 200, 0.01);
 
   const series = new Map<string, SeriesInfo>();
   const info = (name: string): SeriesInfo => {

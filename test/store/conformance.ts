@@ -16,11 +16,15 @@ import {
   type Changes,
   type ClaimedJob,
   type ClaimRequest,
+  type DeliveryAttempt,
+  type DueDelivery,
   type Finished,
+  type FireResult,
   type InsertResult,
   type InvalidState,
   isInvalidState,
   type JobStore,
+  type ScheduleDefinition,
   type StoreEvent,
 } from '../../src/store/store.js';
 
@@ -278,11 +282,14 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
           idempotencyKey: 'k1',
           dependsOn: [],
           metadata: { team: 'x' },
+          group: null,
+          callback: null,
           runAt: null,
           createdAt: T0,
           startedAt: null,
           finishedAt: null,
           readyAt: T0 + 5,
+          schedule: null,
         });
         assert.deepEqual(await store.get(input.id), job);
         assert.equal(await store.get('missing'), null);
@@ -825,6 +832,117 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.deepEqual(
           claimed.map((batch) => batch.map((j) => j.id)),
           [[old.id], [fresh.id]],
+        );
+      });
+    });
+
+    describe('claim: fair share between groups', () => {
+      const ids = (claimed: ClaimedJob[][]) => claimed.flat().map((j) => j.id);
+
+      it('takes groups in turn within a priority, FIFO inside each, a late group level with the waiting ones', async () => {
+        const { store, clock } = await openStore();
+        const a = (
+          await insertOk(
+            store,
+            Array.from({ length: 30 }, () => newJob({ group: 'tenant-a' })),
+          )
+        ).map((j) => j.id);
+        clock.advance(1);
+        const b = (
+          await insertOk(
+            store,
+            Array.from({ length: 3 }, () => newJob({ group: 'tenant-b' })),
+          )
+        ).map((j) => j.id);
+        clock.advance(1);
+        assert.deepEqual(ids(await store.claim(claimRequest(8))), [a[0], b[0], a[1], b[1], a[2], b[2], a[3], a[4]]);
+        assert.deepEqual(ids(await store.claim(claimRequest(100))), a.slice(5), 'then the rest of the big group');
+      });
+
+      it('counts jobs without a group as one group of their own, and keeps priority before turns', async () => {
+        const { store, clock } = await openStore();
+        const plain = (await insertOk(store, [newJob(), newJob(), newJob()])).map((j) => j.id);
+        clock.advance(1);
+        const grouped = (await insertOk(store, [newJob({ group: 'g' }), newJob({ group: 'g' })])).map((j) => j.id);
+        clock.advance(1);
+        const urgent = await insertOne(store, { group: 'g', priority: 9 });
+        clock.advance(1);
+        assert.deepEqual(ids(await store.claim(claimRequest(10))), [
+          urgent.id,
+          plain[0],
+          grouped[0],
+          plain[1],
+          grouped[1],
+          plain[2],
+        ]);
+      });
+
+      it('does not let a group that ran dry bank turns: it comes back level with the others', async () => {
+        const { store, clock } = await openStore();
+        const first = await insertOne(store, { group: 'small' });
+        const big = (
+          await insertOk(
+            store,
+            Array.from({ length: 6 }, () => newJob({ group: 'big' })),
+          )
+        ).map((j) => j.id);
+        clock.advance(1);
+        assert.deepEqual(ids(await store.claim(claimRequest(3))), [first.id, big[0], big[1]]);
+        // The small group had nothing queued while the big one ran two turns: it starts
+        // at the big group's current turn, not ahead of it by the turns it missed.
+        const again = (await insertOk(store, [newJob({ group: 'small' }), newJob({ group: 'small' })])).map(
+          (j) => j.id,
+        );
+        clock.advance(1);
+        assert.deepEqual(ids(await store.claim(claimRequest(10))), [
+          big[2],
+          again[0],
+          big[3],
+          again[1],
+          big[4],
+          big[5],
+        ]);
+      });
+
+      it('keeps the group on the job, and takes turns again after a job goes back to queued', async () => {
+        const { store, clock } = await openStore();
+        const [x1, x2] = await insertOk(store, [newJob({ group: 'x' }), newJob({ group: 'x' })]);
+        clock.advance(1);
+        const y1 = await insertOne(store, { group: 'y' });
+        assert.ok(x1 && x2);
+        assert.equal((await mustGet(store, x1.id)).group, 'x');
+        assert.equal((await mustGet(store, y1.id)).group, 'y');
+        assert.equal((await insertOne(store, { priority: 1 })).group, null);
+        const claimed = await claimOne(store);
+        assert.equal(claimed.id, x1.id);
+        await store.release([{ id: claimed.id, attempt: claimed.attempts, owner: OWNER }]);
+        assert.deepEqual(ids(await store.claim(claimRequest(3))), [x1.id, y1.id, x2.id]);
+      });
+
+      it('lists by group, newest first, across pages', async () => {
+        const { store } = await openStore();
+        const made: Job[] = [];
+        for (let i = 0; i < 7; i++) made.push(await insertOne(store, i % 2 === 0 ? { group: 'even' } : {}));
+        const listed: string[] = [];
+        let cursor: string | undefined;
+        for (;;) {
+          const page = await store.list({ group: 'even', limit: 2, ...(cursor === undefined ? {} : { cursor }) });
+          listed.push(...page.jobs.map((j) => j.id));
+          for (const job of page.jobs) assert.equal(job.group, 'even');
+          if (page.nextCursor === null) break;
+          cursor = page.nextCursor;
+        }
+        assert.deepEqual(
+          listed,
+          made
+            .filter((_, i) => i % 2 === 0)
+            .map((j) => j.id)
+            .reverse(),
+        );
+        assert.deepEqual(
+          (await store.list({ group: 'even', statuses: ['cancelled'], limit: 10 })).jobs,
+          [],
+          'group and status together',
         );
       });
     });
@@ -1787,6 +1905,190 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
       });
     });
 
+    describe('callback deliveries', () => {
+      const HOOK = 'https://hooks.example.com/kiln';
+      const attemptOf = (
+        delivery: DueDelivery,
+        outcome: DeliveryAttempt['outcome'],
+        overrides: Partial<DeliveryAttempt> = {},
+      ): DeliveryAttempt => ({
+        id: delivery.id,
+        attempt: delivery.attempt,
+        owner: OWNER,
+        body: '{"sent":true}',
+        httpStatus: outcome === 'delivered' ? 200 : 500,
+        error: outcome === 'delivered' ? null : 'the receiver answered 500',
+        outcome,
+        retryInMs: 1000,
+        ...overrides,
+      });
+
+      it('stores a delivery with the finish that makes the job terminal, and leases it once', async () => {
+        const { store, clock } = await openStore();
+        let announced = 0;
+        const stop = store.subscribe((event) => {
+          if (event.kind === 'deliveries') announced++;
+        });
+        const job = await insertOne(store, { callback: { url: HOOK } });
+        assert.deepEqual(job.callback, { url: HOOK });
+        assert.deepEqual((await mustGet(store, job.id)).callback, { url: HOOK });
+        assert.deepEqual(await store.deliveries(job.id), []);
+        assert.equal(await store.nextDeliveryAt(), null);
+        const claimed = await claimOne(store);
+        clock.set(T0 + 50);
+        await finishOne(store, claimed, completed({ ok: 1 }));
+        assert.equal(await store.nextDeliveryAt(), T0 + 50);
+        const [due, ...more] = await store.claimDeliveries(OWNER, 10_000, 10);
+        assert.ok(due);
+        assert.equal(more.length, 0);
+        assert.equal(due.jobId, job.id);
+        assert.equal(due.event, 'completed');
+        assert.equal(due.attempt, 1);
+        assert.equal(due.url, HOOK);
+        assert.equal(due.body, null);
+        assert.equal(due.job?.status, 'completed');
+        assert.deepEqual(due.job?.result, { ok: 1 });
+        assert.match(due.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        // Leased: nobody else gets it until the lease runs out.
+        assert.deepEqual(await store.claimDeliveries('owner-2', 10_000, 10), []);
+        assert.equal(await store.nextDeliveryAt(), T0 + 50 + 10_000);
+        assert.deepEqual(await store.deliveries(job.id), [
+          { id: due.id, event: 'completed', attempt: 1, status: 'pending', httpStatus: null, error: null, at: T0 + 50 },
+        ]);
+        stop();
+        // The store thread or the database announces it, possibly after the write answered.
+        if (announced === 0) {
+          await new Promise<void>((resolve) => {
+            const off = store.subscribe((event) => {
+              if (event.kind === 'deliveries') {
+                off();
+                resolve();
+              }
+            });
+          });
+        }
+      });
+
+      it('records attempts: a retry is due again after its delay with the same body; a 2xx ends it delivered', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store, { callback: { url: HOOK } });
+        await finishOne(store, await claimOne(store), { kind: 'failed', error: handlerError(1), retryAt: null });
+        const [first] = await store.claimDeliveries(OWNER, 10_000, 10);
+        assert.ok(first);
+        assert.equal(first.event, 'failed');
+        clock.set(T0 + 100);
+        // The fence: another owner, or another attempt, is refused.
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(first, 'retry', { owner: 'owner-2' })), false);
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(first, 'retry', { attempt: 2 })), false);
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(first, 'retry')), true);
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(first, 'retry')), false);
+        assert.equal(await store.nextDeliveryAt(), T0 + 1100);
+        assert.deepEqual(await store.claimDeliveries(OWNER, 10_000, 10), [], 'not due yet');
+        clock.set(T0 + 1100);
+        const [second] = await store.claimDeliveries('owner-2', 10_000, 10);
+        assert.ok(second);
+        assert.equal(second.id, first.id);
+        assert.equal(second.attempt, 2);
+        assert.equal(second.body, '{"sent":true}');
+        assert.equal(second.job, null);
+        clock.set(T0 + 1200);
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(second, 'delivered', { owner: 'owner-2' })), true);
+        assert.equal(await store.nextDeliveryAt(), null);
+        assert.deepEqual(await store.claimDeliveries(OWNER, 10_000, 10), []);
+        assert.deepEqual(await store.deliveries(job.id), [
+          {
+            id: first.id,
+            event: 'failed',
+            attempt: 1,
+            status: 'failed',
+            httpStatus: 500,
+            error: 'the receiver answered 500',
+            at: T0 + 100,
+          },
+          {
+            id: first.id,
+            event: 'failed',
+            attempt: 2,
+            status: 'delivered',
+            httpStatus: 200,
+            error: null,
+            at: T0 + 1200,
+          },
+        ]);
+      });
+
+      it('gives a delivery whose lease ran out to the next caller', async () => {
+        const { store, clock } = await openStore();
+        await insertOne(store, { callback: { url: HOOK } });
+        await finishOne(store, await claimOne(store), completed(1));
+        const [leased] = await store.claimDeliveries(OWNER, 5000, 10);
+        assert.ok(leased);
+        clock.set(T0 + 5000);
+        const [taken] = await store.claimDeliveries('owner-2', 5000, 10);
+        assert.equal(taken?.id, leased.id);
+        assert.equal(taken?.attempt, 1);
+        // The first owner's late answer is refused: the delivery is another's now.
+        assert.equal(await store.recordDeliveryAttempt(attemptOf(leased, 'delivered')), false);
+        assert.equal(
+          await store.recordDeliveryAttempt(attemptOf(taken as DueDelivery, 'failed', { owner: 'owner-2' })),
+          true,
+        );
+        assert.equal(await store.nextDeliveryAt(), null);
+      });
+
+      it('makes deliveries on cancel and dependency_failed, only for the events the callback lists', async () => {
+        const { store } = await openStore();
+        const parent = await insertOne(store, { runAt: T0 + 60_000, callback: { url: HOOK, events: ['cancelled'] } });
+        const child = await insertOne(store, { dependsOn: [parent.id], callback: { url: HOOK } });
+        const onlyCompleted = await insertOne(store, {
+          dependsOn: [parent.id],
+          callback: { url: HOOK, events: ['completed'] },
+        });
+        const plain = await insertOne(store, { dependsOn: [parent.id] });
+        changes(await store.cancel(parent.id));
+        assert.equal((await mustGet(store, plain.id)).status, 'failed');
+        const due = await store.claimDeliveries(OWNER, 10_000, 10);
+        assert.deepEqual(
+          due.map((d) => [d.jobId, d.event]).sort(),
+          [
+            [parent.id, 'cancelled'],
+            [child.id, 'failed'],
+          ].sort(),
+        );
+        assert.deepEqual(await store.deliveries(onlyCompleted.id), []);
+        // A job inserted after its dependency failed is failed at once: a delivery too.
+        const late = await insertOne(store, { dependsOn: [parent.id], callback: { url: HOOK } });
+        assert.equal(late.status, 'failed');
+        const [lateDue] = await store.claimDeliveries(OWNER, 10_000, 10);
+        assert.equal(lateDue?.jobId, late.id);
+        assert.equal(lateDue?.event, 'failed');
+      });
+
+      it('takes the deliveries away with the job (remove and purge); null for an unknown job', async () => {
+        const { store, clock } = await openStore();
+        const removed = await insertOne(store, { callback: { url: HOOK } });
+        const purged = await insertOne(store, { callback: { url: HOOK } });
+        const [a, b] = await claimJobs(store, 2);
+        assert.ok(a && b);
+        await finishOne(store, a, completed(1));
+        await finishOne(store, b, completed(2));
+        const due = await store.claimDeliveries(OWNER, 10_000, 10);
+        assert.equal(due.length, 2);
+        for (const delivery of due) {
+          assert.equal(await store.recordDeliveryAttempt(attemptOf(delivery, 'retry')), true);
+        }
+        assert.equal((await store.deliveries(removed.id))?.length, 2);
+        assert.equal(await store.remove(removed.id), 'removed');
+        assert.equal(await store.deliveries(removed.id), null);
+        clock.set(T0 + 10_000);
+        assert.equal(await store.purge('completed', 1000, 100), 1);
+        assert.equal(await store.deliveries(purged.id), null);
+        assert.equal(await store.nextDeliveryAt(), null);
+        assert.deepEqual(await store.claimDeliveries(OWNER, 10_000, 10), []);
+        assert.equal(await store.deliveries(nextId()), null);
+      });
+    });
+
     describe('settings', () => {
       it('keeps task limit overrides, and removes one', async () => {
         const { store } = await openStore();
@@ -1809,6 +2111,183 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.equal(await store.paused(), true);
         await store.setPaused(false);
         assert.equal(await store.paused(), false);
+      });
+    });
+
+    describe('schedules', () => {
+      const definition = (overrides: Partial<ScheduleDefinition> = {}): ScheduleDefinition => ({
+        name: 'nightly',
+        cron: '0 0 * * *',
+        timezone: 'UTC',
+        job: { type: 'test.echo', payload: { n: 1 } },
+        overlap: 'allow',
+        catchUp: 'none',
+        paused: false,
+        nextRunAt: T0 + 1000,
+        updatedAt: T0,
+        ...overrides,
+      });
+      const tickJob = (name: string, at: number, overrides: Partial<NewJob> = {}) =>
+        newJob({ schedule: name, idempotencyKey: `schedule:${name}:${new Date(at).toISOString()}`, ...overrides });
+      /** The tick at T0 + 1000 of `definition()`, as a server that read it at T0 fires it. */
+      const fireFirstTick = (store: JobStore) =>
+        store.fireSchedule({
+          name: 'nightly',
+          expected: { nextRunAt: T0 + 1000, updatedAt: T0 },
+          nextRunAt: T0 + 2000,
+          runAt: T0 + 1000,
+          job: tickJob('nightly', T0 + 1000),
+          skipOverlap: false,
+        });
+      const fired = (result: FireResult) => {
+        assert.equal(result.fired, true, 'the tick should fire');
+        return result as Extract<FireResult, { fired: true }>;
+      };
+      const created = (result: FireResult): Job => {
+        const insert = fired(result).insert;
+        assert.ok(insert !== null && insert.ok, `the tick should insert: ${JSON.stringify(insert)}`);
+        const [outcome] = insert.outcomes;
+        assert.ok(outcome);
+        return outcome.job;
+      };
+
+      it('creates, reads, replaces (keeping what ticks wrote) and removes schedules', async () => {
+        const { store } = await openStore();
+        assert.deepEqual(await store.schedules(), []);
+        assert.equal(await store.getSchedule('nightly'), null);
+        const first = await store.putSchedule(definition());
+        assert.equal(first.created, true);
+        assert.deepEqual(first.schedule, { ...definition(), lastRunAt: null, lastJobId: null, createdAt: T0 });
+        const job = created(await fireFirstTick(store));
+        const replaced = await store.putSchedule(
+          definition({
+            cron: '*/5 * * * * *',
+            timezone: 'Europe/Berlin',
+            paused: true,
+            nextRunAt: null,
+            updatedAt: T0 + 7,
+          }),
+        );
+        assert.equal(replaced.created, false);
+        assert.deepEqual(replaced.schedule, {
+          ...definition({ cron: '*/5 * * * * *', timezone: 'Europe/Berlin', paused: true, nextRunAt: null }),
+          updatedAt: T0 + 7,
+          lastRunAt: T0 + 1000,
+          lastJobId: job.id,
+          createdAt: T0,
+        });
+        await store.putSchedule(definition({ name: 'a-first', overlap: 'skip', catchUp: 'last' }));
+        assert.deepEqual(
+          (await store.schedules()).map((schedule) => [schedule.name, schedule.overlap, schedule.catchUp]),
+          [
+            ['a-first', 'skip', 'last'],
+            ['nightly', 'allow', 'none'],
+          ],
+        );
+        assert.deepEqual(await store.getSchedule('nightly'), replaced.schedule);
+        assert.equal(await store.removeSchedule('nightly'), true);
+        assert.equal(await store.removeSchedule('nightly'), false);
+        assert.equal(await store.getSchedule('nightly'), null);
+        assert.equal((await mustGet(store, job.id)).schedule, 'nightly', 'its jobs keep its name');
+      });
+
+      it('fires a tick once: the compare-and-set of nextRunAt lets one caller through', async () => {
+        const { store } = await openStore();
+        await store.putSchedule(definition());
+        const fire = {
+          name: 'nightly',
+          expected: { nextRunAt: T0 + 1000, updatedAt: T0 },
+          nextRunAt: T0 + 2000,
+          runAt: T0 + 1000,
+          skipOverlap: false,
+        };
+        const [one, two] = await Promise.all([
+          store.fireSchedule({ ...fire, job: tickJob('nightly', T0 + 1000) }),
+          store.fireSchedule({ ...fire, job: tickJob('nightly', T0 + 1000) }),
+        ]);
+        assert.equal([one, two].filter((result) => result?.fired === true).length, 1);
+        const winner = (one?.fired === true ? one : two) as FireResult;
+        const job = created(winner);
+        assert.equal(job.schedule, 'nightly');
+        assert.equal(job.idempotencyKey, `schedule:nightly:${new Date(T0 + 1000).toISOString()}`);
+        assert.equal(job.status, 'queued');
+        const after = fired(winner).schedule;
+        assert.equal(after.nextRunAt, T0 + 2000);
+        assert.equal(after.lastRunAt, T0 + 1000);
+        assert.equal(after.lastJobId, job.id);
+        const listed = await store.list({ limit: 10, schedule: 'nightly' });
+        assert.deepEqual(
+          listed.jobs.map((j) => j.id),
+          [job.id],
+        );
+        // A schedule changed since it was read (replaced, paused) is not fired from the old reading.
+        await store.putSchedule(definition({ nextRunAt: T0 + 2000, updatedAt: T0 + 1 }));
+        const stale = await store.fireSchedule({
+          ...fire,
+          expected: { nextRunAt: T0 + 2000, updatedAt: T0 },
+          nextRunAt: T0 + 3000,
+          runAt: T0 + 2000,
+          job: tickJob('nightly', T0 + 2000),
+        });
+        assert.deepEqual(stale, { fired: false });
+        assert.deepEqual(await store.fireSchedule({ ...fire, name: 'missing', job: null }), { fired: false });
+        assert.equal((await store.list({ limit: 10, schedule: 'nightly' })).jobs.length, 1);
+      });
+
+      it('holds a tick back while the last job is unfinished (overlap: skip), and fires a trigger without a check', async () => {
+        const { store } = await openStore();
+        await store.putSchedule(definition({ overlap: 'skip' }));
+        const tick = (at: number, job: NewJob | null, updatedAt = T0) =>
+          store.fireSchedule({
+            name: 'nightly',
+            expected: { nextRunAt: at, updatedAt },
+            nextRunAt: at + 1000,
+            runAt: at,
+            job,
+            skipOverlap: true,
+          });
+        const first = created(await tick(T0 + 1000, tickJob('nightly', T0 + 1000)));
+        const held = fired(await tick(T0 + 2000, tickJob('nightly', T0 + 2000)));
+        assert.equal(held.overlap, true);
+        assert.equal(held.insert, null);
+        assert.equal(held.schedule.nextRunAt, T0 + 3000, 'the tick is spent');
+        assert.equal(held.schedule.lastJobId, first.id);
+        // A tick without a job (its task type is not registered) only moves nextRunAt.
+        const none = fired(await tick(T0 + 3000, null));
+        assert.equal(none.overlap, true);
+        changes(await store.cancel(first.id));
+        const second = created(await tick(T0 + 4000, tickJob('nightly', T0 + 4000)));
+        assert.notEqual(second.id, first.id);
+        // A trigger: one job now, nextRunAt untouched, lastJobId and lastRunAt recorded.
+        const triggered = await store.fireSchedule({
+          name: 'nightly',
+          expected: null,
+          nextRunAt: null,
+          runAt: T0 + 4500,
+          job: newJob({ schedule: 'nightly' }),
+          skipOverlap: false,
+        });
+        const third = created(triggered);
+        assert.equal(fired(triggered).schedule.nextRunAt, T0 + 5000);
+        assert.equal(fired(triggered).schedule.lastJobId, third.id);
+        assert.equal(fired(triggered).schedule.lastRunAt, T0 + 4500);
+        const listed = await store.list({ limit: 10, schedule: 'nightly', statuses: ['queued'] });
+        assert.deepEqual(
+          listed.jobs.map((j) => j.id),
+          [third.id, second.id],
+        );
+        assert.deepEqual((await store.list({ limit: 10, schedule: 'other' })).jobs, []);
+      });
+
+      it('spends a tick whose job does not fit (queue full) without recording a job', async () => {
+        const { store } = await openStore(1);
+        await insertOne(store);
+        await store.putSchedule(definition());
+        const result = fired(await fireFirstTick(store));
+        assert.equal(result.insert?.ok, false);
+        assert.equal(result.schedule.nextRunAt, T0 + 2000);
+        assert.equal(result.schedule.lastJobId, null);
+        assert.deepEqual((await store.list({ limit: 10, schedule: 'nightly' })).jobs, []);
       });
     });
 

@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
 import type { NewJob } from '../../src/jobs/model.js';
+import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { statements } from '../../src/store/postgres/sql.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
@@ -329,6 +330,87 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       await db.end();
     }
   });
+
+  for (const [when, prepare] of [
+    [
+      // A new schema's first minute: never analyzed, but vacuumed (the planner knows
+      // the table's size, nothing of how many jobs have no group).
+      'on a table never analyzed',
+      async (db: pg.Client, schema: string, fill: () => Promise<unknown>) => {
+        await fill();
+        await db.query(`VACUUM "${schema}".jobs`);
+      },
+    ],
+    [
+      // Statistics taken when the table held a few jobs, the connection's first calls
+      // then, and a burst.
+      'on a table analyzed when it was small',
+      async (db: pg.Client, schema: string, fill: () => Promise<unknown>) => {
+        await db.query(`ANALYZE "${schema}".jobs`);
+        for (let call = 0; call < 8; call++) {
+          for (const group of [null, 'tenant-5']) {
+            await db.query(`SELECT "${schema}".round_base(5::smallint, $1)`, [group]);
+          }
+        }
+        await fill();
+      },
+    ],
+  ] as const) {
+    it(
+      `finds a queued job's round with ordered index probes, no sort, over a large backlog ${when}`,
+      { timeout: 120_000 },
+      async () => {
+        const { schema, nodes } = await cluster(1);
+        const db = await connect();
+        try {
+          const few = Array.from({ length: 8 }, () => job());
+          await insert(nodes[0] as PostgresStore, few);
+          // 30,000 queued jobs at one priority, 300 of them in 50 groups.
+          const fill = () =>
+            db.query(
+              `INSERT INTO "${schema}".jobs (id, type, status, priority, payload, max_attempts, timeout_ms,
+                 backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, created_at, ready_at, ready_seq,
+                 group_key, round)
+               SELECT gen_random_uuid(), 'noop', 'queued', 5, '{}', 3, 1000, 100, 2, 1000, 'none', g, g, g,
+                 CASE WHEN g % 100 = 0 THEN 'tenant-' || (g / 100 % 50) END, g
+               FROM generate_series(1, 30000) AS g`,
+            );
+          await prepare(db, schema, fill);
+          // Every statement the function runs comes back as a notice with its plan, as executed.
+          await db.query(`LOAD 'auto_explain'`);
+          for (const setting of [
+            'log_min_duration = 0',
+            'log_nested_statements = on',
+            'log_analyze = on',
+            'log_buffers = on',
+            'log_format = json',
+            'log_level = notice',
+          ]) {
+            await db.query(`SET auto_explain.${setting}`);
+          }
+          const plans: string[] = [];
+          db.on('notice', (notice) => {
+            const text = notice.message ?? '';
+            if (/"Plan"/.test(text) && /round/.test(text) && !/round_base/.test(text)) plans.push(text);
+          });
+          // Calls beyond the fifth may run a plan the connection kept: both kinds are looked at.
+          for (let call = 0; call < 8; call++) {
+            for (const group of [null, 'tenant-5', 'tenant-unknown']) {
+              await db.query(`SELECT "${schema}".round_base(5::smallint, $1)`, [group]);
+            }
+          }
+          assert.ok(plans.length >= 24, `the function's probes were seen (${plans.length})`);
+          for (const plan of plans) {
+            assert.doesNotMatch(plan, /"Node Type": "(Sort|Seq Scan)"/, `a probe sorts or scans the table: ${plan}`);
+            const blocks = [...plan.matchAll(/"Shared (?:Hit|Read) Blocks": (\d+)/g)].map((m) => Number(m[1]));
+            assert.ok(Math.max(...blocks) <= 20, `a probe reads ${Math.max(...blocks)} blocks: ${plan}`);
+          }
+        } finally {
+          await db.end();
+        }
+      },
+    );
+  }
 
   it(
     "applies task limits across the stores: running attempts and the rate window are the cluster's",

@@ -34,7 +34,7 @@ describe('postgres store: migrations on a real server (KILN_TEST_PG)', () => {
     }
   });
 
-  it('creates the index the claim reads in order: priority desc, ready time, ready order, queued jobs only', async () => {
+  it('creates the index the claim reads in order: priority desc, turn of the group, ready time, ready order, queued jobs only', async () => {
     const schema = freshSchemaName();
     schemas.push(schema);
     const client = await connect();
@@ -46,7 +46,7 @@ describe('postgres store: migrations on a real server (KILN_TEST_PG)', () => {
       );
       assert.match(
         index.rows[0]?.indexdef ?? '',
-        /\(priority DESC, ready_at, ready_seq\) WHERE \(status = 'queued'::text\)/,
+        /\(priority DESC, round, ready_at, ready_seq\) WHERE \(status = 'queued'::text\)/,
       );
     } finally {
       await client.end();

@@ -1,3 +1,6 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
 /** What the test helpers answer for an HTTP request. */
 export interface TestResponse {
   status: number;
@@ -50,4 +53,13 @@ export function takeSseJobs(buffer: string): { jobs: any[]; rest: string } {
     jobs.push(JSON.parse(data));
   }
   return { jobs, rest };
+}
+
+/** `http://127.0.0.1:<port>` of a port that was free a moment ago and has nothing listening now. */
+export async function closedPortUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
 }

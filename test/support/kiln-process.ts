@@ -36,8 +36,8 @@ export interface KilnProcess {
   /** Settles when the process has exited. */
   exited: Promise<Exit>;
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<TestResponse>;
-  /** Resolves with the first line (already logged or still to come) whose `msg` is `msg`. */
-  waitForLog(msg: string): Promise<LogLine>;
+  /** Resolves with the first line (already logged or still to come) whose `msg` is `msg` (or matches it). */
+  waitForLog(msg: string | RegExp): Promise<LogLine>;
   /** Long-polls GET /v1/jobs/{id}?wait= until the job is terminal; at most `rounds` polls. */
   waitForJob(id: string, rounds?: number): Promise<any>;
   /** Follows the job's event stream until it shows `status`; resolves with that job. */
@@ -88,7 +88,9 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
   });
 
   const logs: LogLine[] = [];
-  const logWaiters: Array<{ msg: string; resolve: (line: LogLine) => void }> = [];
+  const logWaiters: Array<{ msg: string | RegExp; resolve: (line: LogLine) => void }> = [];
+  const fits = (line: LogLine, msg: string | RegExp) =>
+    typeof msg === 'string' ? line.msg === msg : msg.test(line.msg);
   let stderr = '';
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => {
@@ -102,23 +104,26 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
       line = { level: 0, msg: text };
     }
     logs.push(line);
-    for (const waiter of logWaiters.filter((w) => w.msg === line.msg)) {
+    for (const waiter of logWaiters.filter((w) => fits(line, w.msg))) {
       logWaiters.splice(logWaiters.indexOf(waiter), 1);
       waiter.resolve(line);
     }
   });
 
-  const waitForLog = (msg: string): Promise<LogLine> => {
-    const seen = logs.find((line) => line.msg === msg);
+  const waitForLog = (msg: string | RegExp): Promise<LogLine> => {
+    const seen = logs.find((line) => fits(line, msg));
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
       logWaiters.push({ msg, resolve });
       exited.then((exit) => {
         // stdout may still hold the line when 'exit' fires; give readline its turn.
         setImmediate(() => {
-          const late = logs.find((line) => line.msg === msg);
+          const late = logs.find((line) => fits(line, msg));
           if (late !== undefined) resolve(late);
-          else reject(new Error(`kiln exited (${JSON.stringify(exit)}) before logging "${msg}"; stderr: ${stderr}`));
+          else
+            reject(
+              new Error(`kiln exited (${JSON.stringify(exit)}) before logging "${String(msg)}"; stderr: ${stderr}`),
+            );
         });
       });
     });

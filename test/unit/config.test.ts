@@ -19,7 +19,28 @@ describe('loadConfig', () => {
     assert.equal(config.leaseMs, 30_000);
     assert.equal(config.retainCompletedMs, 86_400_000);
     assert.equal(config.retainFailedMs, 7 * 86_400_000);
+    assert.equal(config.callbackSecret, null);
+    assert.equal(config.callbackTimeoutMs, 10_000);
+    assert.equal(config.callbackMaxAttempts, 8);
+    assert.equal(config.callbackAllowPrivate, false);
     assert.equal(config.logLevel, 'info');
+    assert.equal(config.logFormat, 'auto');
+    assert.deepEqual(loadConfig({ KILN_API_TOKENS: '' }).apiTokens, [], 'empty means unset: an open API');
+  });
+
+  it('reads the callback variables', () => {
+    const config = loadConfig({
+      KILN_CALLBACK_SECRET: ' s3cret ',
+      KILN_CALLBACK_TIMEOUT_MS: '2500',
+      KILN_CALLBACK_MAX_ATTEMPTS: '3',
+      KILN_CALLBACK_ALLOW_PRIVATE: 'TRUE',
+    });
+    // The secret is taken byte for byte: spaces are part of it.
+    assert.equal(config.callbackSecret, ' s3cret ');
+    assert.equal(config.callbackTimeoutMs, 2500);
+    assert.equal(config.callbackMaxAttempts, 3);
+    assert.equal(config.callbackAllowPrivate, true);
+    assert.equal(loadConfig({ KILN_CALLBACK_SECRET: '' }).callbackSecret, null);
   });
 
   it('reads every variable', () => {
@@ -34,6 +55,7 @@ describe('loadConfig', () => {
       KILN_API_TOKENS: ' a , b,,',
       KILN_SHUTDOWN_GRACE_MS: '0',
       LOG_LEVEL: 'debug',
+      LOG_FORMAT: 'JSON',
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '0.0.0.0');
@@ -45,6 +67,7 @@ describe('loadConfig', () => {
     assert.deepEqual(config.apiTokens, ['a', 'b']);
     assert.equal(config.shutdownGraceMs, 0);
     assert.equal(config.logLevel, 'debug');
+    assert.equal(config.logFormat, 'json');
   });
 
   for (const [name, value, expected] of [
@@ -54,7 +77,12 @@ describe('loadConfig', () => {
     ['KILN_MAX_QUEUED', '1.5', 'KILN_MAX_QUEUED must be an integer from 1 to 100000000, got "1.5"'],
     ['KILN_SQLITE_SYNC', 'sometimes', 'KILN_SQLITE_SYNC must be one of full, normal, got "sometimes"'],
     ['KILN_STORE', 'mysql://x', 'KILN_STORE must be "memory", "sqlite:<path>" or "postgres://...", got "mysql://x"'],
+    ['KILN_CALLBACK_ALLOW_PRIVATE', 'yes', 'KILN_CALLBACK_ALLOW_PRIVATE must be true or false, got "yes"'],
+    ['KILN_CALLBACK_MAX_ATTEMPTS', '0', 'KILN_CALLBACK_MAX_ATTEMPTS must be an integer from 1 to 100, got "0"'],
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    ['LOG_FORMAT', 'xml', 'LOG_FORMAT must be one of auto, json, pretty, got "xml"'],
+    ['KILN_API_TOKENS', ',', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got ","'],
+    ['KILN_API_TOKENS', ' ', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got " "'],
   ] as const) {
     it(`refuses ${name}=${value} naming the variable, the value and what was expected`, () => {
       assert.throws(

@@ -3,10 +3,11 @@ import { z } from 'zod';
 import { isTerminal, type Job } from '../../jobs/model.js';
 import { notFound, validationError } from '../../scheduler/errors.js';
 import type { Scheduler, SubmitItem } from '../../scheduler/scheduler.js';
-import { renderJob, renderSummary } from '../render.js';
+import { renderDelivery, renderJob, renderSummary } from '../render.js';
 import {
   type BatchItem,
   batchRequestSchema,
+  deliveriesSchema,
   idempotencyHeaderSchema,
   type JobRequest,
   jobBatchResponseSchema,
@@ -15,21 +16,12 @@ import {
   jobRequestSchema,
   jobSchema,
   listQuerySchema,
-  problemSchema,
   waitQuerySchema,
 } from '../schemas.js';
+import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 
-const problems = {
-  400: problemSchema,
-  401: problemSchema,
-  404: problemSchema,
-  409: problemSchema,
-  413: problemSchema,
-  415: problemSchema,
-  429: problemSchema,
-  503: problemSchema,
-};
+const LOCATION = { Location: { description: 'The path of the job: `/v1/jobs/{id}`.', type: 'string' } };
 
 const SSE_KEEPALIVE_MS = 15_000;
 
@@ -49,8 +41,10 @@ function toSubmitItem(body: JobRequest | BatchItem, idempotencyKey: string | und
   if (idempotencyKey !== undefined) item.idempotencyKey = idempotencyKey;
   if (body.dependsOn !== undefined) item.dependsOn = body.dependsOn;
   if (body.metadata !== undefined) item.metadata = body.metadata;
+  if (body.group !== undefined) item.group = body.group;
   if ('ref' in body && body.ref !== undefined) item.ref = body.ref;
   if (body.dedupe !== undefined) item.dedupe = body.dedupe === true ? {} : body.dedupe;
+  if (body.callback !== undefined) item.callback = body.callback;
   return item;
 }
 
@@ -63,7 +57,19 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         tags: ['jobs'],
         body: jobRequestSchema,
         headers: idempotencyHeaderSchema,
-        response: { 200: jobSchema, 201: jobSchema, ...problems },
+        response: {
+          200: {
+            description: 'The job an idempotency key or dedupe found; nothing new was created',
+            headers: LOCATION,
+            content: { 'application/json': { schema: jobSchema } },
+          },
+          201: {
+            description: 'Created and stored',
+            headers: LOCATION,
+            content: { 'application/json': { schema: jobSchema } },
+          },
+          ...problemResponses(400, 401, 409, 413, 415, 429, 503),
+        },
       },
     },
     async (request, reply) => {
@@ -90,7 +96,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: 'Submit up to 1000 jobs at once, all or nothing',
         tags: ['jobs'],
         body: batchRequestSchema,
-        response: { 201: jobBatchResponseSchema, ...problems },
+        response: { 201: jobBatchResponseSchema, ...problemResponses(400, 401, 409, 413, 415, 429, 503) },
       },
     },
     async (request, reply) => {
@@ -107,15 +113,17 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: 'List jobs, newest first',
         tags: ['jobs'],
         querystring: listQuerySchema,
-        response: { 200: jobListSchema, ...problems },
+        response: { 200: jobListSchema, ...problemResponses(400, 401, 503) },
       },
     },
     async (request) => {
-      const { status, type, limit, cursor } = request.query;
+      const { status, type, group, schedule, limit, cursor } = request.query;
       const page = await scheduler.list({
         limit,
         ...(status === undefined ? {} : { statuses: status }),
         ...(type === undefined ? {} : { type }),
+        ...(group === undefined ? {} : { group }),
+        ...(schedule === undefined ? {} : { schedule }),
         ...(cursor === undefined ? {} : { cursor }),
       });
       return { jobs: page.jobs.map(renderSummary), nextCursor: page.nextCursor };
@@ -130,7 +138,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         tags: ['jobs'],
         params: jobParamsSchema,
         querystring: waitQuerySchema,
-        response: { 200: jobSchema, ...problems },
+        response: { 200: jobSchema, ...problemResponses(400, 401, 404, 503) },
       },
     },
     async (request) => {
@@ -155,10 +163,33 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: 'Server-Sent Events: the job now, then on every change, until it is finished',
         tags: ['jobs'],
         params: jobParamsSchema,
-        response: { 200: z.string().describe('text/event-stream'), ...problems },
+        response: {
+          200: {
+            description: 'One `event: job` with the job now, then one per change; ends after the terminal one',
+            content: { 'text/event-stream': { schema: z.string() } },
+          },
+          ...problemResponses(400, 401, 404, 503),
+        },
       },
     },
     async (request, reply) => streamJobEvents(scheduler, request.params.id, request, reply),
+  );
+
+  app.get(
+    '/v1/jobs/:id/callbacks',
+    {
+      schema: {
+        summary: "The job's callback deliveries, attempt by attempt",
+        tags: ['jobs'],
+        params: jobParamsSchema,
+        response: { 200: deliveriesSchema, ...problemResponses(400, 401, 404, 503) },
+      },
+    },
+    async (request) => {
+      const records = await scheduler.deliveries(request.params.id);
+      if (records === null) throw notFound(request.params.id);
+      return { deliveries: records.map(renderDelivery) };
+    },
   );
 
   app.post(
@@ -168,7 +199,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: 'Cancel a job that is not finished',
         tags: ['jobs'],
         params: jobParamsSchema,
-        response: { 200: jobSchema, ...problems },
+        response: { 200: jobSchema, ...problemResponses(400, 401, 404, 409, 413, 415, 503) },
       },
     },
     async (request) => renderJob(await scheduler.cancel(request.params.id)),
@@ -181,7 +212,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: 'Give a failed or cancelled job a fresh attempt budget',
         tags: ['jobs'],
         params: jobParamsSchema,
-        response: { 200: jobSchema, ...problems },
+        response: { 200: jobSchema, ...problemResponses(400, 401, 404, 409, 413, 415, 503) },
       },
     },
     async (request) => renderJob(await scheduler.retry(request.params.id)),
@@ -194,7 +225,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         summary: "Remove a finished job's record",
         tags: ['jobs'],
         params: jobParamsSchema,
-        response: { 204: z.null().describe('removed'), ...problems },
+        response: { 204: z.null().describe('removed'), ...problemResponses(400, 401, 404, 409, 503) },
       },
     },
     async (request, reply) => {
@@ -236,7 +267,22 @@ async function streamJobEvents(
     connection: 'keep-alive',
     'x-accel-buffering': 'no',
   });
-  const keepalive = setInterval(() => raw.write(': keepalive\n\n'), SSE_KEEPALIVE_MS);
+  let shown = '';
+  let writes = 0;
+  const keepalive = setInterval(() => {
+    raw.write(': keepalive\n\n');
+    // A change whose news was lost (a notification between servers) shows here at the
+    // latest; a read overtaken by news written meanwhile is dropped.
+    const before = writes;
+    scheduler.get(id).then(
+      (now) => {
+        if (writes !== before || raw.writableEnded) return;
+        if (now === null) close();
+        else if (JSON.stringify(renderJob(now)) !== shown) write(now);
+      },
+      () => undefined,
+    );
+  }, SSE_KEEPALIVE_MS);
   keepalive.unref();
   const close = () => {
     clearInterval(keepalive);
@@ -250,15 +296,30 @@ async function streamJobEvents(
   else scheduler.drainSignal.addEventListener('abort', close, { once: true });
   const write = (current: Job) => {
     if (raw.writableEnded) return;
-    raw.write(`event: job\ndata: ${JSON.stringify(renderJob(current))}\n\n`);
+    writes += 1;
+    shown = JSON.stringify(renderJob(current));
+    raw.write(`event: job\ndata: ${shown}\n\n`);
     if (isTerminal(current.status)) close();
   };
   write(job);
   if (isTerminal(job.status)) return;
-  const ending = early.find((e) => isTerminal(e.status));
-  if (ending !== undefined) {
-    write(ending);
-    return;
+  // News that came while the job was read may be newer than the read: on a shared store
+  // the news and the read travel over different connections. Read again until a read
+  // sees no news arrive, so the stream never rests on a state the job has left.
+  for (let round = 0; early.length > 0 && !raw.writableEnded; round++) {
+    const ending = early.find((e) => isTerminal(e.status));
+    if (ending !== undefined) {
+      write(ending);
+      return;
+    }
+    const newest = early[early.length - 1] as Job;
+    early.length = 0;
+    const fresh = round < 3 ? await scheduler.get(id).catch(() => newest) : newest;
+    if (fresh === null) {
+      close();
+      return;
+    }
+    if (JSON.stringify(renderJob(fresh)) !== shown) write(fresh);
   }
   send = write;
 }

@@ -3,25 +3,29 @@ import type { LimitOverride } from '../../store/store.js';
 import {
   limitsOverrideSchema,
   nodesSchema,
-  problemSchema,
   queueSchema,
   taskParamsSchema,
   taskSchema,
   tasksSchema,
 } from '../schemas.js';
+import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 
 export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
-  const queueRoute = { tags: ['queue'], response: { 200: queueSchema, 401: problemSchema } };
+  const queueRoute = { tags: ['queue'], response: { 200: queueSchema, ...problemResponses(401, 503) } };
+  const queueAction = {
+    tags: ['queue'],
+    response: { 200: queueSchema, ...problemResponses(400, 401, 413, 415, 503) },
+  };
 
   app.get('/v1/queue', { schema: { summary: 'Depth and capacity', ...queueRoute } }, () => scheduler.queueInfo());
 
-  app.post('/v1/queue/pause', { schema: { summary: 'Stop dispatching', ...queueRoute } }, async () => {
+  app.post('/v1/queue/pause', { schema: { summary: 'Stop dispatching', ...queueAction } }, async () => {
     await scheduler.pause();
     return scheduler.queueInfo();
   });
 
-  app.post('/v1/queue/resume', { schema: { summary: 'Restart dispatching', ...queueRoute } }, async () => {
+  app.post('/v1/queue/resume', { schema: { summary: 'Restart dispatching', ...queueAction } }, async () => {
     await scheduler.resume();
     return scheduler.queueInfo();
   });
@@ -32,7 +36,7 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
       schema: {
         summary: 'The servers sharing the store, seen within the last three lease periods',
         tags: ['queue'],
-        response: { 200: nodesSchema, 401: problemSchema, 503: problemSchema },
+        response: { 200: nodesSchema, ...problemResponses(401, 503) },
       },
     },
     async () => ({ nodes: await scheduler.nodes() }),
@@ -41,7 +45,11 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/tasks',
     {
-      schema: { summary: 'The registered tasks', tags: ['tasks'], response: { 200: tasksSchema, 401: problemSchema } },
+      schema: {
+        summary: 'The registered tasks',
+        tags: ['tasks'],
+        response: { 200: tasksSchema, ...problemResponses(401) },
+      },
     },
     () => ({ tasks: scheduler.tasks().map(renderTask) }),
   );
@@ -49,7 +57,7 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   const limitsRoute = {
     tags: ['tasks'],
     params: taskParamsSchema,
-    response: { 200: taskSchema, 400: problemSchema, 401: problemSchema, 404: problemSchema, 503: problemSchema },
+    response: { 200: taskSchema, ...problemResponses(400, 401, 404, 413, 415, 503) },
   };
 
   app.put(

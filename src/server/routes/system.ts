@@ -1,18 +1,68 @@
 import { z } from 'zod';
+import { KILN_VERSION } from '../../version.js';
 import type { AppOptions } from '../app.js';
+import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 
-const statusSchema = z.object({ status: z.string(), reason: z.string().optional() });
+const healthSchema = z.object({ status: z.enum(['ok']) });
+const readySchema = z.object({ status: z.enum(['ready']) });
+const unreadySchema = z.object({ status: z.enum(['unavailable']), reason: z.string() });
 
+const indexSchema = z.object({
+  name: z.literal('kiln'),
+  version: z.string(),
+  links: z.object({
+    ui: z.string().describe('The dashboard.'),
+    docs: z.string().describe('Interactive API documentation.'),
+    openapi: z.string().describe('The OpenAPI 3.1 document.'),
+    jobs: z.string().describe('The API: jobs.'),
+    queue: z.string().describe('The API: queue depth and capacity.'),
+    tasks: z.string().describe('The API: registered tasks.'),
+    schedules: z.string().describe('The API: schedules.'),
+    stats: z.string().describe("The API: this server's recent throughput and latency."),
+    metrics: z.string().describe('Prometheus metrics.'),
+    health: z.string(),
+    ready: z.string(),
+  }),
+});
+
+/** The routes outside /v1; `/`, `/health` and `/ready` stay open whatever the tokens. */
 export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
   const { scheduler } = options;
 
   app.get(
-    '/health',
-    { schema: { summary: 'The process serves', tags: ['system'], response: { 200: statusSchema } } },
+    '/',
+    {
+      schema: {
+        summary: 'Where to go from here: the dashboard, the docs and the API',
+        tags: ['system'],
+        security: [],
+        response: { 200: indexSchema },
+      },
+    },
     () => ({
-      status: 'ok',
+      name: 'kiln' as const,
+      version: KILN_VERSION,
+      links: {
+        ui: '/ui',
+        docs: '/docs',
+        openapi: '/openapi.json',
+        jobs: '/v1/jobs',
+        queue: '/v1/queue',
+        tasks: '/v1/tasks',
+        schedules: '/v1/schedules',
+        stats: '/v1/stats',
+        metrics: '/metrics',
+        health: '/health',
+        ready: '/ready',
+      },
     }),
+  );
+
+  app.get(
+    '/health',
+    { schema: { summary: 'The process serves', tags: ['system'], security: [], response: { 200: healthSchema } } },
+    () => ({ status: 'ok' as const }),
   );
 
   app.get(
@@ -21,7 +71,8 @@ export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
       schema: {
         summary: 'The store answers, the pool has live threads and the server is not draining',
         tags: ['system'],
-        response: { 200: statusSchema, 503: statusSchema },
+        security: [],
+        response: { 200: readySchema, 503: unreadySchema },
       },
     },
     async (_request, reply) => {
@@ -29,14 +80,26 @@ export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
       if (scheduler.draining) reason = 'the server is shutting down';
       else if (!scheduler.poolAlive) reason = 'the worker pool has no live threads';
       else if (!(await options.storeHealthy().catch(() => false))) reason = 'the job store is unavailable';
-      if (reason !== null) return reply.code(503).send({ status: 'unavailable', reason });
-      return { status: 'ready' };
+      if (reason !== null) return reply.code(503).send({ status: 'unavailable' as const, reason });
+      return { status: 'ready' as const };
     },
   );
 
   app.get(
     '/metrics',
-    { schema: { summary: 'Prometheus metrics', tags: ['system'], response: { 200: z.string() } } },
+    {
+      schema: {
+        summary: 'Prometheus metrics (text exposition format 0.0.4)',
+        tags: ['system'],
+        response: {
+          200: {
+            description: 'The metrics in the Prometheus text format',
+            content: { 'text/plain; version=0.0.4': { schema: z.string() } },
+          },
+          ...problemResponses(401),
+        },
+      },
+    },
     async (_request, reply) => {
       const text = await scheduler.metrics.registry.metrics();
       return reply

@@ -3,6 +3,9 @@ import { StoreError } from '../errors.js';
 import jobs from './migrations/001-jobs.js';
 import taskLimits from './migrations/002-task-limits.js';
 import dedupe from './migrations/003-dedupe.js';
+import groups from './migrations/004-groups.js';
+import schedules from './migrations/005-schedules.js';
+import callbacks from './migrations/006-callbacks.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -15,6 +18,9 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 1, name: 'jobs', sql: jobs },
   { version: 2, name: 'task-limits', sql: taskLimits },
   { version: 3, name: 'dedupe', sql: dedupe },
+  { version: 4, name: 'groups', sql: groups },
+  { version: 5, name: 'schedules', sql: schedules },
+  { version: 6, name: 'callbacks', sql: callbacks },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

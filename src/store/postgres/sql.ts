@@ -10,9 +10,22 @@ export const PENDING_SQL = `('waiting', 'scheduled', 'queued', 'retrying')`;
 export const SUMMARY_COLUMNS =
   'id::text AS id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, ' +
   'backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, ' +
-  'created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at';
+  'created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback';
 
 export const JOB_COLUMNS = `${SUMMARY_COLUMNS}, payload, result`;
+
+/**
+ * Under priority aging, when the first candidate of a level in claim order became
+ * ready: a level ages as its next job in fair order, so the level with the best
+ * effective priority is taken first and, inside it, groups still take turns.
+ */
+/** The first round of each (priority, group) among the rows `from` names, one probe each. */
+const ROUND_BASES = (s: string, from: string) =>
+  `(SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
+    FROM (SELECT DISTINCT priority, group_key FROM ${from}) g)`;
+
+const LEVEL_HEAD_READY_AT =
+  'first_value(c.ready_at) OVER (PARTITION BY c.priority ORDER BY c.round, c.ready_at, c.ready_seq)';
 
 export function statements(schema: string) {
   const s = `"${schema}"`;
@@ -33,15 +46,20 @@ i AS (
   SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
     $1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::int[], $8::bigint[],
     $9::bigint[], $10::float8[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
-    $16::bigint[], $17::bigint[], $23::text[]) WITH ORDINALITY
+    $16::bigint[], $17::bigint[], $23::text[], $24::text[], $25::text[], $26::text[]) WITH ORDINALITY
     AS i(id, type, decided, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
          backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at,
-         created_at, dedupe_key, ord)),
+         created_at, dedupe_key, group_key, schedule, callback, ord)),
+turns AS (
+  SELECT q.ord, b.base + row_number() OVER (PARTITION BY q.priority, q.group_key ORDER BY q.ord) - 1 AS round
+  FROM i q JOIN ${ROUND_BASES(s, "i WHERE decided = 'ready' AND NOT due_later")} AS b
+    ON b.priority = q.priority AND b.group_key IS NOT DISTINCT FROM q.group_key
+  WHERE q.decided = 'ready' AND NOT q.due_later),
 ins AS (
   INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
     backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at, created_at,
-    finished_at, ready_at, ready_seq, dedupe_key)
-  SELECT id, type,
+    finished_at, ready_at, ready_seq, dedupe_key, group_key, round, schedule, callback)
+  SELECT i.id, i.type,
     CASE WHEN decided <> 'ready' THEN decided WHEN due_later THEN 'scheduled' ELSE 'queued' END,
     priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, backoff_max_ms,
     backoff_jitter, idempotency_key, depends_on, metadata,
@@ -50,9 +68,9 @@ ins AS (
     CASE WHEN decided = 'failed' THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END,
-    dedupe_key
-  FROM i WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
-  ORDER BY ord
+    dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback
+  FROM i LEFT JOIN turns ON turns.ord = i.ord WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
+  ORDER BY i.ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING id::text AS id, status, run_at, ready_at, finished_at),
 deps AS (
@@ -79,11 +97,15 @@ SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOI
     /** Due jobs become queued, ready since their runAt; the last row answers the next due time. */
     promote: `
 WITH due AS MATERIALIZED (
-  SELECT id FROM ${s}.jobs WHERE status IN ('scheduled', 'retrying') AND run_at <= ${now}
+  SELECT id, priority, group_key, run_at FROM ${s}.jobs WHERE status IN ('scheduled', 'retrying') AND run_at <= ${now}
   ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED),
+turns AS (
+  SELECT d.id, b.base + row_number() OVER (PARTITION BY d.priority, d.group_key ORDER BY d.run_at, d.id) - 1 AS round
+  FROM due d JOIN ${ROUND_BASES(s, 'due')} AS b ON b.priority = d.priority AND b.group_key IS NOT DISTINCT FROM d.group_key),
 promoted AS (
-  UPDATE ${s}.jobs j SET status = 'queued', ready_at = j.run_at, ready_seq = nextval('${s}.ready_order'), run_at = NULL
-  FROM due WHERE j.id = due.id
+  UPDATE ${s}.jobs j SET status = 'queued', ready_at = j.run_at, ready_seq = nextval('${s}.ready_order'), run_at = NULL,
+    round = turns.round
+  FROM turns WHERE j.id = turns.id
   RETURNING j.id::text AS id, j.type)
 SELECT id, type, NULL::bigint AS next_due FROM promoted
 UNION ALL
@@ -101,13 +123,13 @@ SELECT NULL, NULL, (SELECT min(run_at) FROM ${s}.jobs
 WITH picked AS MATERIALIZED (
   SELECT id, started_at AS previous_start FROM ${s}.jobs
   WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
-  ORDER BY priority DESC, ready_at, ready_seq
+  ORDER BY priority DESC, round, ready_at, ready_seq
   LIMIT $2
   FOR UPDATE SKIP LOCKED)
 UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id
-RETURNING picked.previous_start, j.ready_seq, ${prefixed('j')}`,
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
 
     /**
      * Task limits across the cluster. A claim that applies them first takes a
@@ -132,41 +154,43 @@ FROM unnest($1::text[], $2::bigint[]) AS t(type, per_ms)`,
      */
     claimCandidatesByType: `
 SELECT c.id::text AS id, c.type FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN LATERAL (
-  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.type = t.type
-  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
 WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
-ORDER BY c.priority DESC, c.ready_at, c.ready_seq
+ORDER BY c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
     /**
      * Candidates under priority aging ($4 ms a level): a job's effective priority is
-     * least(9, priority + waited / $4), which no index orders. Each level's oldest jobs
-     * come first in jobs_claim (or jobs_claim_type per type), and a level's oldest are
-     * its best, so the candidates are the first $3 of each level (of each type: $1
-     * types, at most $2 of each) ordered by effective priority, then ready time.
+     * least(9, priority + waited / $4), which no index orders. A level ages as its first
+     * job in claim order (jobs_claim, or jobs_claim_type per type), so the candidates are
+     * the first $3 of each level (of each type: $1 types, at most $2 of each), levels
+     * ordered by the effective priority of their first job, then its ready time.
      */
     claimCandidatesAged: `
 SELECT c.id::text AS id, c.type FROM generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
-  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.priority = l.p
-  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT $1
   FOR UPDATE SKIP LOCKED) c
 WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
-ORDER BY least(9, c.priority + (${now} - c.ready_at) / $2::bigint) DESC, c.ready_at, c.ready_seq
+ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $2::bigint) DESC, ${LEVEL_HEAD_READY_AT},
+  c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $1`,
     claimCandidatesByTypeAged: `
 SELECT c.id::text AS id, c.type
 FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
-  SELECT j.id, j.type, j.priority, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.type = t.type AND j.priority = l.p
-  ORDER BY j.priority DESC, j.ready_at, j.ready_seq
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
 WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
-ORDER BY least(9, c.priority + (${now} - c.ready_at) / $4::bigint) DESC, c.ready_at, c.ready_seq
+ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $4::bigint) DESC, ${LEVEL_HEAD_READY_AT},
+  c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
     /** Held types that have queued jobs (a claim passed them over). */
     queuedTypes: `SELECT t AS type FROM unnest($1::text[]) AS t
@@ -176,7 +200,7 @@ LIMIT $3`,
     claimCandidates: `
 SELECT id::text AS id, type FROM ${s}.jobs
 WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
-ORDER BY priority DESC, ready_at, ready_seq
+ORDER BY priority DESC, round, ready_at, ready_seq
 LIMIT $1
 FOR UPDATE SKIP LOCKED`,
 
@@ -189,7 +213,7 @@ WITH picked AS MATERIALIZED (
 UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.ctid = picked.tid
-RETURNING picked.previous_start, j.ready_seq, ${prefixed('j')}`,
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
 
     parents: `SELECT id::text AS id, type, result FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
 
@@ -245,6 +269,7 @@ WHERE id = $1 RETURNING ${JOB_COLUMNS}`,
     retry: `
 UPDATE ${s}.jobs SET status = $2, ready_at = CASE WHEN $2 = 'queued' THEN ${now} END,
   ready_seq = CASE WHEN $2 = 'queued' THEN nextval('${s}.ready_order') END, attempts = 0,
+  round = CASE WHEN $2 = 'queued' THEN ${s}.round_base(priority, group_key) ELSE round END,
   finished_at = NULL, result = NULL, progress = NULL, run_at = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = $1 RETURNING ${JOB_COLUMNS}`,
     remove: `
@@ -260,7 +285,7 @@ DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone)`,
     oldestQueued: `
 SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
 LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p.priority
-         ORDER BY priority DESC, ready_at, ready_seq LIMIT 1) AS q`,
+         ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
 
     paused: `SELECT value FROM ${s}.settings WHERE key = 'paused'`,
     settingsByPrefix: `SELECT key, value FROM ${s}.settings WHERE starts_with(key, $1)`,
@@ -315,6 +340,57 @@ LEFT JOIN pg_stat_user_tables s ON s.schemaname = '${schema}' AND s.relname = 'j
     upkeepDone: `SELECT pg_advisory_unlock(('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint)`,
     analyze: `ANALYZE ${s}.jobs`,
     vacuum: `VACUUM (ANALYZE, SKIP_LOCKED) ${s}.jobs`,
+
+    schedules: `SELECT * FROM ${s}.schedules ORDER BY name`,
+    schedule: `SELECT * FROM ${s}.schedules WHERE name = $1`,
+    /** The schedule's row, locked: the compare-and-set of a tick reads and writes it under this lock. */
+    lockSchedule: `SELECT * FROM ${s}.schedules WHERE name = $1 FOR UPDATE`,
+    /** Create, or replace the definition (keeping created_at, last_run_at, last_job_id); `created` says which. */
+    putSchedule: `
+INSERT INTO ${s}.schedules AS t (name, cron, timezone, job, overlap, catch_up, paused, next_run_at, created_at,
+  updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timezone, job = excluded.job,
+  overlap = excluded.overlap, catch_up = excluded.catch_up, paused = excluded.paused,
+  next_run_at = excluded.next_run_at, updated_at = excluded.updated_at
+RETURNING t.*, (xmax = 0) AS created`,
+    removeSchedule: `DELETE FROM ${s}.schedules WHERE name = $1`,
+    advanceSchedule: `UPDATE ${s}.schedules SET next_run_at = $2 WHERE name = $1`,
+    recordScheduleRun: `UPDATE ${s}.schedules SET last_run_at = $2, last_job_id = $3 WHERE name = $1`,
+    /** The status of the job a schedule made last (none once that job is removed). */
+    lastJobStatus: `SELECT status FROM ${s}.jobs WHERE id = $1::uuid`,
+    /**
+     * Callback deliveries: lease up to $3 due ones that no live owner holds ($1 for $2 ms),
+     * skipping rows another server is leasing this moment.
+     */
+    claimDeliveries: `
+WITH due AS MATERIALIZED (
+  SELECT id FROM ${s}.callback_deliveries
+  WHERE status = 'pending' AND next_at <= ${now} AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})
+  ORDER BY next_at LIMIT $3
+  FOR UPDATE SKIP LOCKED),
+leased AS (
+  UPDATE ${s}.callback_deliveries d SET lease_owner = $1, lease_expires_at = ${now} + $2
+  FROM due WHERE d.id = due.id
+  RETURNING d.id, d.job_id, d.event, d.attempts, d.body)
+SELECT l.id::text AS id, l.job_id::text AS job_id, l.event, l.attempts, l.body, j.callback
+FROM leased l LEFT JOIN ${s}.jobs j ON j.id = l.job_id`,
+    /** An attempt of delivery $1 (attempt $2, owner $3), fenced; $5: the delivery's status after it. */
+    recordDelivery: `
+WITH d AS (
+  UPDATE ${s}.callback_deliveries SET status = $5, attempts = $2,
+    next_at = CASE WHEN $5 = 'pending' THEN ${now} + $8 END, body = $4, lease_owner = NULL, lease_expires_at = NULL
+  WHERE id = $1 AND status = 'pending' AND attempts = $2 - 1 AND lease_owner = $3
+  RETURNING id)
+INSERT INTO ${s}.callback_attempts (delivery_id, attempt, status, http_status, error, at)
+SELECT id, $2, $9, $6, $7, ${now} FROM d RETURNING attempt`,
+    nextDelivery: `SELECT min(greatest(next_at, coalesce(lease_expires_at, 0))) AS at FROM ${s}.callback_deliveries
+      WHERE status = 'pending'`,
+    deliveriesOf: `
+SELECT d.id::text AS id, d.event, d.status, d.attempts, d.next_at, a.attempt, a.status AS attempt_status,
+  a.http_status, a.error, a.at
+FROM ${s}.callback_deliveries d LEFT JOIN ${s}.callback_attempts a ON a.delivery_id = d.id
+WHERE d.job_id = $1 ORDER BY d.seq, a.attempt`,
 
     list: (where: string[], limitParam: number) =>
       `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}

@@ -25,12 +25,15 @@ import { StoreError } from '../errors.js';
 import type { JobWire } from '../sqlite/protocol.js';
 import {
   decodeCursor,
+  dueDelivery,
   type ExpiredRow,
   encodeCursor,
   type JobRow,
   jobFromWire,
   parseJson,
+  type ScheduleRow,
   toExpiredAttempt,
+  toSchedule,
   toSummary,
   toWire,
 } from '../sqlite/rows.js';
@@ -38,9 +41,15 @@ import {
   type Changes,
   type ClaimedJob,
   type ClaimRequest,
+  type DeliveryAttempt,
+  type DeliveryRecord,
+  type DeliveryRow,
+  deliveryRecords,
+  type DueDelivery,
   type ExpiredAttempt,
   type Finished,
   type FinishItem,
+  type FireResult,
   type InsertOutcome,
   type InsertResult,
   type InvalidState,
@@ -50,6 +59,9 @@ import {
   type NodeInfo,
   type Page,
   type QueueCounts,
+  type Schedule,
+  type ScheduleDefinition,
+  type ScheduleFire,
   type StoreEvent,
   type StoreListener,
   type StoreOptions,
@@ -103,6 +115,8 @@ interface Announcement {
   d?: number;
   /** Dispatch paused or resumed. */
   x?: boolean;
+  /** Callback deliveries were stored (sent by the database's trigger, `n` "db"). */
+  k?: 1;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -255,12 +269,7 @@ export class PostgresStore implements JobStore {
     for (let round = 0; ; round++) {
       const answer = needsTransaction
         ? await this.#transaction((client) => this.#insert(client, jobs)).catch((error: unknown) => {
-            // Two batches taking the same keys in other orders: one is rolled back; again.
-            if ((error as { code?: unknown }).code === '40P01') return 'again' as const;
-            // A dedupe key taken by a transaction that committed after this one looked: again,
-            // and this time its job is seen.
-            const { code, constraint } = error as { code?: unknown; constraint?: unknown };
-            if (code === '23505' && constraint === 'jobs_dedupe_live') return 'again' as const;
+            if (isInsertRace(error)) return 'again' as const;
             throw error;
           })
         : await this.#timedWrite(() => this.#withClient((client) => this.#insert(client, jobs)));
@@ -426,6 +435,9 @@ export class PostgresStore implements JobStore {
       this.#options.capacity,
       ...edges,
       column((e) => e.job.dedupeKey ?? null),
+      column((e) => e.job.group ?? null),
+      column((e) => e.job.schedule ?? null),
+      column((e) => (e.job.callback == null ? null : JSON.stringify(e.job.callback))),
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));
@@ -474,11 +486,14 @@ export class PostgresStore implements JobStore {
         idempotencyKey: source.idempotencyKey,
         dependsOn,
         metadata: source.metadata ?? {},
+        group: source.group ?? null,
+        callback: source.callback ?? null,
         runAt: row.run_at,
         createdAt: source.createdAt,
         startedAt: null,
         finishedAt: row.finished_at,
         readyAt: row.ready_at,
+        schedule: source.schedule ?? null,
       };
       jobsById.set(job.id, job);
       answer.push({ created: true, job });
@@ -532,11 +547,11 @@ export class PostgresStore implements JobStore {
     }
     if (rows.length === 0) return [];
     const wires = new Map<string, JobWire>();
-    const extra = new Map<string, { previousStart: number | null; seq: number }>();
+    const extra = new Map<string, { previousStart: number | null; seq: number; round: number }>();
     const withParents: string[] = [];
     for (const row of rows) {
       const wire = toWire(row);
-      extra.set(wire.id, { previousStart: row.previous_start, seq: row.ready_seq ?? 0 });
+      extra.set(wire.id, { previousStart: row.previous_start, seq: row.ready_seq ?? 0, round: Number(row.round) });
       wire.parents = [];
       if (wire.dependsOn.length > 0) withParents.push(...wire.dependsOn);
       wires.set(wire.id, wire);
@@ -555,9 +570,11 @@ export class PostgresStore implements JobStore {
         });
       }
     }
+    // Claim order (the claim index's): priority, the group's turn, ready time, place in line.
     const ordered = [...wires.values()].sort(
       (a, b) =>
         b.priority - a.priority ||
+        (extra.get(a.id)?.round ?? 0) - (extra.get(b.id)?.round ?? 0) ||
         (a.readyAt ?? 0) - (b.readyAt ?? 0) ||
         (extra.get(a.id)?.seq ?? 0) - (extra.get(b.id)?.seq ?? 0),
     );
@@ -1044,6 +1061,14 @@ export class PostgresStore implements JobStore {
       params.push(filter.type);
       where.push(`type = $${params.length}`);
     }
+    if (filter.group !== undefined) {
+      params.push(filter.group);
+      where.push(`group_key = $${params.length}`);
+    }
+    if (filter.schedule !== undefined) {
+      params.push(filter.schedule);
+      where.push(`schedule = $${params.length}`);
+    }
     if (before !== null) {
       params.push(before);
       where.push(`id < $${params.length}::uuid`);
@@ -1090,6 +1115,67 @@ export class PostgresStore implements JobStore {
     return row?.value === 'true';
   }
 
+  async schedules(): Promise<Schedule[]> {
+    return (await this.#query<ScheduleRow>(this.#sql.schedules)).rows.map(toSchedule);
+  }
+
+  async getSchedule(name: string): Promise<Schedule | null> {
+    const row = (await this.#query<ScheduleRow>(this.#sql.schedule, [name])).rows[0];
+    return row === undefined ? null : toSchedule(row);
+  }
+
+  async putSchedule(schedule: ScheduleDefinition): Promise<{ created: boolean; schedule: Schedule }> {
+    const { name, cron, timezone, job, overlap, catchUp, paused, nextRunAt, updatedAt } = schedule;
+    const values = [name, cron, timezone, JSON.stringify(job), overlap, catchUp, paused, nextRunAt, updatedAt];
+    const row = (await this.#query<ScheduleRow & { created: boolean }>(this.#sql.putSchedule, values)).rows[0];
+    if (row === undefined) throw new Error('an upsert of a schedule answered no row');
+    return { created: row.created, schedule: toSchedule(row) };
+  }
+
+  async removeSchedule(name: string): Promise<boolean> {
+    return ((await this.#query(this.#sql.removeSchedule, [name])).rowCount ?? 0) > 0;
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<FireResult> {
+    for (let round = 0; ; round++) {
+      try {
+        return await this.#transaction((client) => this.#fireSchedule(client, fire));
+      } catch (error) {
+        if ((error !== AGAIN && !isInsertRace(error)) || round >= 5) throw error;
+      }
+    }
+  }
+
+  async #fireSchedule(client: pg.PoolClient, fire: ScheduleFire): Promise<FireResult> {
+    // The row lock orders the servers firing one tick: the second reads the first's next_run_at, and stops.
+    const current = (await client.query<ScheduleRow>(this.#sql.lockSchedule, [fire.name])).rows[0];
+    if (current === undefined) return { fired: false };
+    const { expected } = fire;
+    if (expected !== null) {
+      if (current.next_run_at !== expected.nextRunAt || current.updated_at !== expected.updatedAt) {
+        return { fired: false };
+      }
+      await client.query(this.#sql.advanceSchedule, [fire.name, fire.nextRunAt]);
+    }
+    const last =
+      current.last_job_id === null
+        ? undefined
+        : (await client.query<{ status: JobStatus }>(this.#sql.lastJobStatus, [current.last_job_id])).rows[0];
+    const overlap = fire.skipOverlap && last !== undefined && !isTerminal(last.status);
+    let insert: InsertResult | null = null;
+    if (!overlap && fire.job !== null) {
+      const answer = await this.#insert(client, [fire.job]);
+      if (answer === 'again') throw AGAIN;
+      insert = answer;
+      const outcome = answer.ok ? answer.outcomes[0] : undefined;
+      if (outcome !== undefined) {
+        await client.query(this.#sql.recordScheduleRun, [fire.name, fire.runAt, outcome.job.id]);
+      }
+    }
+    const row = (await client.query<ScheduleRow>(this.#sql.schedule, [fire.name])).rows[0] ?? current;
+    return { fired: true, schedule: toSchedule(row), overlap, insert };
+  }
+
   async nextDueAt(): Promise<number | null> {
     if (this.#due !== null && Date.now() - this.#due.readAt < DUE_CACHE_MS) return this.#due.at;
     const readAt = Date.now();
@@ -1124,6 +1210,68 @@ export class PostgresStore implements JobStore {
       startedAt: row.started_at,
       lastSeenAt: row.last_seen_at,
     }));
+  }
+
+  // ── callback deliveries ───────────────────────────────────────────────────
+
+  async claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]> {
+    const leased = await this.#query<{
+      id: string;
+      job_id: string;
+      event: string;
+      attempts: number;
+      body: string | null;
+      callback: string | null;
+    }>(this.#sql.claimDeliveries, [owner, leaseMs, limit]);
+    const first = leased.rows.filter((row) => row.body === null).map((row) => row.job_id);
+    const jobs = new Map<string, Job>();
+    if (first.length > 0) {
+      for (const row of (await this.#query<JobRow>(this.#sql.getMany, [first])).rows) {
+        jobs.set(row.id, jobFromWire(toWire(row)));
+      }
+    }
+    return leased.rows.map((row) =>
+      dueDelivery(
+        {
+          id: row.id,
+          jobId: row.job_id,
+          event: row.event,
+          attempt: row.attempts + 1,
+          callbackText: row.callback,
+          body: row.body,
+        },
+        jobs.get(row.job_id) ?? null,
+      ),
+    );
+  }
+
+  async recordDeliveryAttempt(attempt: DeliveryAttempt): Promise<boolean> {
+    if (!UUID.test(attempt.id)) return false;
+    const result = await this.#query(this.#sql.recordDelivery, [
+      attempt.id,
+      attempt.attempt,
+      attempt.owner,
+      attempt.body,
+      attempt.outcome === 'retry' ? 'pending' : attempt.outcome,
+      attempt.httpStatus,
+      attempt.error,
+      attempt.retryInMs,
+      attempt.outcome === 'delivered' ? 'delivered' : 'failed',
+    ]);
+    return result.rowCount === 1;
+  }
+
+  async nextDeliveryAt(): Promise<number | null> {
+    return (await this.#query<{ at: number | null }>(this.#sql.nextDelivery)).rows[0]?.at ?? null;
+  }
+
+  async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {
+    if (!UUID.test(jobId)) return null;
+    const [job, rows] = await Promise.all([
+      this.#query(this.#sql.statusOf, [jobId]),
+      this.#query<DeliveryRow>(this.#sql.deliveriesOf, [jobId]),
+    ]);
+    return job.rowCount === 0 ? null : deliveryRecords(rows.rows);
   }
 
   close(): Promise<void> {
@@ -1336,6 +1484,7 @@ export class PostgresStore implements JobStore {
   }
 
   async #onAnnouncement(announcement: Announcement): Promise<void> {
+    if (announcement.k !== undefined) this.#emit({ kind: 'deliveries' });
     // A hint only: the flag is read from the database, so announcements that cross are harmless.
     if (announcement.x !== undefined) await this.#recheckPaused();
     if (announcement.d !== undefined) this.#lowerDue(announcement.d);
@@ -1524,7 +1673,7 @@ export class PostgresStore implements JobStore {
   }
 }
 
-type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null };
+type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null; round: number | string };
 
 const guarded = new WeakSet<pg.PoolClient>();
 
@@ -1551,6 +1700,19 @@ function isUnavailable(error: unknown): boolean {
     )
   );
 }
+
+/**
+ * An insert that lost a race and may simply run again: two batches taking the same keys
+ * in other orders (one is rolled back), or a dedupe key taken by a transaction that
+ * committed after this one looked (this time its job is seen).
+ */
+function isInsertRace(error: unknown): boolean {
+  const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+  return code === '40P01' || (code === '23505' && constraint === 'jobs_dedupe_live');
+}
+
+/** Thrown inside a transaction to roll it back and run it again. */
+const AGAIN = Symbol('again');
 
 function isRefusal(value: unknown): boolean {
   return typeof value === 'object' && value !== null && (value as { ok?: unknown }).ok === false;
@@ -1588,10 +1750,13 @@ function stubJob(id: string, type: string, status: JobStatus): Job {
     idempotencyKey: null,
     dependsOn: [],
     metadata: {},
+    group: null,
+    callback: null,
     runAt: null,
     createdAt: 0,
     startedAt: null,
     finishedAt: null,
     readyAt: null,
+    schedule: null,
   };
 }

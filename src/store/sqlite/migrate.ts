@@ -4,13 +4,16 @@ import jobs from './migrations/001-jobs.js';
 import settings from './migrations/002-settings.js';
 import runningLease from './migrations/003-running-lease.js';
 import dedupe from './migrations/004-dedupe.js';
+import groups from './migrations/005-groups.js';
+import schedules from './migrations/006-schedules.js';
+import callbacks from './migrations/007-callbacks.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
  * at open, in one exclusive transaction. Append a step to change the schema; never edit
  * one that shipped.
  */
-const MIGRATIONS: readonly string[] = [jobs, settings, runningLease, dedupe];
+const MIGRATIONS: readonly string[] = [jobs, settings, runningLease, dedupe, groups, schedules, callbacks];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 

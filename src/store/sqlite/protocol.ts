@@ -1,5 +1,16 @@
 import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../jobs/model.js';
-import type { ExpiredAttempt, InvalidState, ListFilter, Page, QueueCounts } from '../store.js';
+import type {
+  DeliveryAttempt,
+  DeliveryRow,
+  ExpiredAttempt,
+  InvalidState,
+  ListFilter,
+  Page,
+  QueueCounts,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleFire,
+} from '../store.js';
 
 /**
  * What crosses between the main thread and the store thread. The main thread sends
@@ -34,6 +45,9 @@ export interface InsertRow {
   createdAt: number;
   dedupeKey: string | null;
   reuseMs: number | null;
+  group: string | null;
+  schedule: string | null;
+  callbackText: string | null;
 }
 
 /** What the store decided for one created job; the caller already knows the rest. */
@@ -93,6 +107,7 @@ export interface ReadyEntry {
   id: string;
   type: string;
   priority: number;
+  group: string | null;
   readyAt: number;
 }
 
@@ -100,6 +115,7 @@ export interface DueEntry {
   id: string;
   type: string;
   priority: number;
+  group: string | null;
   runAt: number;
 }
 
@@ -132,7 +148,27 @@ export type Op =
   | { op: 'putSetting'; key: string; value: string | null }
   | { op: 'expired'; now: number; limit: number }
   | { op: 'purge'; status: JobStatus; olderThan: number; limit: number }
-  | { op: 'snapshot' };
+  | { op: 'snapshot' }
+  | { op: 'schedules' }
+  | { op: 'getSchedule'; name: string }
+  | { op: 'putSchedule'; schedule: ScheduleDefinition }
+  | { op: 'removeSchedule'; name: string }
+  | { op: 'fireSchedule'; fire: Omit<ScheduleFire, 'job'>; row: InsertRow | null; now: number; capacity: number }
+  | { op: 'claimDeliveries'; owner: string; expiresAt: number; now: number; limit: number }
+  | { op: 'recordDelivery'; attempt: DeliveryAttempt; now: number }
+  | { op: 'nextDelivery' }
+  | { op: 'deliveries'; jobId: string };
+
+/** A delivery leased by claimDeliveries; `job` is read for a first attempt. */
+export interface DueDeliveryWire {
+  id: string;
+  jobId: string;
+  event: string;
+  attempt: number;
+  callbackText: string | null;
+  body: string | null;
+  job: JobWire | null;
+}
 
 /** Operations that only read: a request of these alone runs without a transaction. */
 export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
@@ -143,6 +179,10 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'settings',
   'expired',
   'snapshot',
+  'schedules',
+  'getSchedule',
+  'nextDelivery',
+  'deliveries',
 ]);
 
 /** The answer of each op, by op name. */
@@ -167,6 +207,15 @@ export interface Answers {
   expired: ExpiredAttempt[];
   purge: number;
   snapshot: Snapshot;
+  schedules: Schedule[];
+  getSchedule: Schedule | null;
+  putSchedule: { created: boolean; schedule: Schedule };
+  removeSchedule: boolean;
+  fireSchedule: { fired: false } | { fired: true; schedule: Schedule; overlap: boolean; insert: InsertAnswer | null };
+  claimDeliveries: DueDeliveryWire[];
+  recordDelivery: boolean;
+  nextDelivery: number | null;
+  deliveries: DeliveryRow[] | null;
 }
 
 export type OpResult = { ok: true; value: unknown } | { ok: false; error: WireError };
@@ -201,6 +250,8 @@ export type Reply =
       rolledBack: boolean;
       /** How long the COMMIT (with its fsync) took, in ms; null when nothing was written. */
       commitMs: number | null;
+      /** The transaction stored new callback deliveries. */
+      deliveries: boolean;
     };
 
 /** The store thread's workerData. */

@@ -1,5 +1,5 @@
 import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../jobs/model.js';
-import { Deque } from '../deque.js';
+import { before as fairBefore, FairQueue } from '../fair-queue.js';
 import { MinHeap } from '../min-heap.js';
 import type { JobWire, Snapshot } from './protocol.js';
 
@@ -18,7 +18,10 @@ export interface IndexEntry {
   id: string;
   type: string;
   priority: number;
+  group: string | null;
   readyAt: number;
+  /** Its group's turn within its priority (round-robin across groups). */
+  round: number;
   /** Place in line within its priority: the order jobs became queued (a claim given back goes before all). */
   seq: number;
 }
@@ -30,20 +33,35 @@ interface DueState {
   runAt: number;
   type: string;
   priority: number;
+  group: string | null;
+}
+
+/** A group's queued jobs at one priority: how many, and the round of its last. */
+interface GroupTail {
+  last: number;
+  count: number;
 }
 
 /**
  * Which job is next, in memory, for the SQLite store (on the main thread; the file in
  * the store thread is the truth). Asking the file "which job is next" on every claim
  * means a sorted index scan per claim and a wait for the store thread; instead this
- * keeps, per priority, one FIFO of queued jobs per task type, and a min-heap of runAt
- * for scheduled and retrying jobs. A claim compares the heads of the FIFOs of the best
- * priority that has jobs (O(types)), and a due job is found in O(log n) without polling.
- * A FIFO per type is what lets a claim pass over a type held back by its limit without
- * walking that type's backlog: the held jobs stay first of their type.
+ * keeps, per priority, one fair queue of queued jobs per task type, and a min-heap of
+ * runAt for scheduled and retrying jobs. A claim compares the heads of the queues of the
+ * best priority that has jobs (O(types)), each found in O(log groups), and a due job is
+ * found in O(log n) without polling. A queue per type is what lets a claim pass over a
+ * type held back by its limit without walking that type's backlog: the held jobs stay
+ * first of their type.
+ *
+ * Fair share: within a priority, groups take turns. A job that becomes queued gets its
+ * group's next round (one after the group's last queued job), or, when its group has
+ * none queued at that priority, the level's current round (the lowest round queued
+ * there, 0 when the level is empty): a group that arrives late starts level with the
+ * groups that are waiting, not behind their whole backlog. Order within a priority is
+ * (round, seq), so 1,000 jobs of one group and then 10 of another alternate.
  *
  * Entries are deleted lazily: a job that leaves `queued` (or its runAt) stays in its
- * FIFO (or the heap) and is skipped when it reaches the front, because the maps
+ * queue (or the heap) and is skipped when it reaches the front, because the maps
  * `#queued` and `#dueAt` say which entry is current.
  *
  * Copies: a ready job may carry its whole record (payload text, parents), so a claim
@@ -52,7 +70,13 @@ interface DueState {
  */
 export class ReadyIndex {
   /** Per priority: task type → its queued jobs in line. */
-  readonly #levels: Map<string, Deque<IndexEntry>>[] = [];
+  readonly #levels: Map<string, FairQueue<IndexEntry>>[] = [];
+  /** Per priority: group → its queued jobs there. */
+  readonly #tails: Map<string | null, GroupTail>[] = [];
+  readonly #isLive = (entry: IndexEntry): boolean => this.#queued.get(entry.id) === entry;
+  readonly #discarded = (): void => {
+    this.#entries -= 1;
+  };
   /** Current entries of queued jobs per priority (stale ones excluded). */
   readonly #levelSizes: number[] = [];
   #entries = 0;
@@ -74,6 +98,7 @@ export class ReadyIndex {
     this.#agingMs = agingMs;
     for (let p = 0; p < PRIORITY_LEVELS; p++) {
       this.#levels.push(new Map());
+      this.#tails.push(new Map());
       this.#levelSizes.push(0);
     }
   }
@@ -87,19 +112,27 @@ export class ReadyIndex {
     id: string,
     type: string,
     priority: number,
+    group: string | null,
     readyAt: number,
     record: JobWire | null,
     where: 'back' | 'front' = 'back',
   ): void {
     this.remove(id);
-    this.#enqueue({ id, type, priority, readyAt, seq: 0 }, where);
+    this.#enqueue({ id, type, priority, group, readyAt, round: 0, seq: 0 }, where);
     if (record !== null) this.#keep(id, record);
   }
 
   /** A job became scheduled or retrying (ready at runAt). */
-  addDue(id: string, type: string, priority: number, runAt: number, record: JobWire | null): void {
+  addDue(
+    id: string,
+    type: string,
+    priority: number,
+    group: string | null,
+    runAt: number,
+    record: JobWire | null,
+  ): void {
     this.remove(id);
-    this.#dueAt.set(id, { runAt, type, priority });
+    this.#dueAt.set(id, { runAt, type, priority, group });
     this.#heap.push({ runAt, id });
     if (record !== null) this.#keep(id, record);
   }
@@ -126,7 +159,10 @@ export class ReadyIndex {
       const due = this.#dueAt.get(top.id);
       if (due === undefined || due.runAt !== top.runAt) continue;
       this.#dueAt.delete(top.id);
-      this.#enqueue({ id: top.id, type: due.type, priority: due.priority, readyAt: now, seq: 0 }, 'back');
+      this.#enqueue(
+        { id: top.id, type: due.type, priority: due.priority, group: due.group, readyAt: now, round: 0, seq: 0 },
+        'back',
+      );
       promoted.push({ id: top.id, runAt: top.runAt, priority: due.priority });
     }
   }
@@ -144,14 +180,14 @@ export class ReadyIndex {
     for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY; priority--) {
       if (this.#levelSizes[priority] === 0) continue;
       let first: IndexEntry | undefined;
-      for (const fifo of (this.#levels[priority] as Map<string, Deque<IndexEntry>>).values()) {
-        const head = this.#head(fifo);
+      for (const queue of (this.#levels[priority] as Map<string, FairQueue<IndexEntry>>).values()) {
+        const head = queue.peek();
         if (head === undefined) continue;
         if (allowed !== null && !allowed(head.type)) {
           if (held !== undefined) (passed ??= []).push(head);
           continue;
         }
-        if (first === undefined || head.seq < first.seq) first = head;
+        if (first === undefined || fairBefore(head, first)) first = head;
       }
       if (first === undefined) continue;
       if (this.#agingMs === 0) {
@@ -182,7 +218,7 @@ export class ReadyIndex {
     const rb = this.#effective(b, now);
     if (ra !== rb) return ra > rb;
     if (this.#agingMs !== 0 && a.readyAt !== b.readyAt) return a.readyAt < b.readyAt;
-    return a.priority === b.priority ? a.seq < b.seq : a.priority > b.priority;
+    return a.priority === b.priority ? fairBefore(a, b) : a.priority > b.priority;
   }
 
   /** Takes the best queued job of a type `allowed` lets through, and its copy (null if none is kept). */
@@ -209,11 +245,13 @@ export class ReadyIndex {
   }
 
   oldestQueuedReadyAt(): number | null {
+    // Each group's first job is its oldest: O(groups), for a scrape, never for a claim.
     let oldest: number | null = null;
     for (const level of this.#levels) {
-      for (const fifo of level.values()) {
-        const head = this.#head(fifo);
-        if (head !== undefined && (oldest === null || head.readyAt < oldest)) oldest = head.readyAt;
+      for (const queue of level.values()) {
+        queue.forEachHead((head) => {
+          if (oldest === null || head.readyAt < oldest) oldest = head.readyAt;
+        });
       }
     }
     return oldest;
@@ -222,6 +260,7 @@ export class ReadyIndex {
   /** Everything from the file's snapshot, without copies; `skip` are jobs this process runs. */
   rebuild(snapshot: Snapshot, skip: (id: string) => boolean): void {
     for (const level of this.#levels) level.clear();
+    for (const tails of this.#tails) tails.clear();
     this.#levelSizes.fill(0);
     this.#entries = 0;
     this.#heap.clear();
@@ -232,13 +271,21 @@ export class ReadyIndex {
     for (const entry of snapshot.queued) {
       if (skip(entry.id)) continue;
       this.#enqueue(
-        { id: entry.id, type: entry.type, priority: entry.priority, readyAt: entry.readyAt, seq: 0 },
+        {
+          id: entry.id,
+          type: entry.type,
+          priority: entry.priority,
+          group: entry.group,
+          readyAt: entry.readyAt,
+          round: 0,
+          seq: 0,
+        },
         'back',
       );
     }
     for (const entry of snapshot.due) {
       if (skip(entry.id)) continue;
-      this.#dueAt.set(entry.id, { runAt: entry.runAt, type: entry.type, priority: entry.priority });
+      this.#dueAt.set(entry.id, { runAt: entry.runAt, type: entry.type, priority: entry.priority, group: entry.group });
       this.#heap.push({ runAt: entry.runAt, id: entry.id });
     }
   }
@@ -259,48 +306,61 @@ export class ReadyIndex {
   }
 
   #enqueue(entry: IndexEntry, where: 'back' | 'front'): void {
-    const level = this.#levels[entry.priority] as Map<string, Deque<IndexEntry>>;
-    let fifo = level.get(entry.type);
-    if (fifo === undefined) {
-      fifo = new Deque<IndexEntry>(16);
-      level.set(entry.type, fifo);
-    }
+    const level = this.#levels[entry.priority] as Map<string, FairQueue<IndexEntry>>;
+    const tails = this.#tails[entry.priority] as Map<string | null, GroupTail>;
+    const tail = tails.get(entry.group);
     if (where === 'front') {
+      // First in line again: the level's current round, before every job of it.
+      entry.round = this.#currentRound(level);
       entry.seq = --this.#frontSeq;
-      fifo.unshift(entry);
     } else {
+      entry.round = tail === undefined ? this.#currentRound(level) : tail.last + 1;
       entry.seq = ++this.#backSeq;
-      fifo.push(entry);
     }
-    this.#entries += 1;
+    if (tail === undefined) tails.set(entry.group, { last: entry.round, count: 1 });
+    else {
+      tail.last = Math.max(tail.last, entry.round);
+      tail.count += 1;
+    }
+    let queue = level.get(entry.type);
+    if (queue === undefined) {
+      queue = new FairQueue<IndexEntry>(this.#isLive, this.#discarded);
+      level.set(entry.type, queue);
+    }
     this.#queued.set(entry.id, entry);
+    if (where === 'front') queue.unshift(entry);
+    else queue.push(entry);
+    this.#entries += 1;
     this.#levelSizes[entry.priority] = (this.#levelSizes[entry.priority] ?? 0) + 1;
   }
 
-  /** The entry no longer stands for a queued job (its FIFO entry, if still there, is stale). */
+  /** The lowest round queued at a level (0 when it is empty): where a group without queued jobs starts. */
+  #currentRound(level: Map<string, FairQueue<IndexEntry>>): number {
+    let round: number | null = null;
+    for (const queue of level.values()) {
+      const head = queue.peek();
+      if (head !== undefined && (round === null || head.round < round)) round = head.round;
+    }
+    return round ?? 0;
+  }
+
+  /** The entry no longer stands for a queued job (its queue entry, if still there, is stale). */
   #dequeued(entry: IndexEntry): void {
     this.#queued.delete(entry.id);
     this.#levelSizes[entry.priority] = (this.#levelSizes[entry.priority] ?? 1) - 1;
-  }
-
-  /** The first current entry of a FIFO, dropping stale ones before it. */
-  #head(fifo: Deque<IndexEntry>): IndexEntry | undefined {
-    for (;;) {
-      const entry = fifo.peek();
-      if (entry === undefined || this.#queued.get(entry.id) === entry) return entry;
-      fifo.shift();
-      this.#entries -= 1;
-    }
+    const tails = this.#tails[entry.priority] as Map<string | null, GroupTail>;
+    const tail = tails.get(entry.group);
+    if (tail !== undefined && --tail.count === 0) tails.delete(entry.group);
   }
 
   #compactFifos(): void {
     if (this.#entries <= 2 * this.#queued.size + COMPACT_SLACK) return;
     let entries = 0;
     for (const level of this.#levels) {
-      for (const [type, fifo] of level) {
-        fifo.retain((entry) => this.#queued.get(entry.id) === entry);
-        if (fifo.size === 0) level.delete(type);
-        entries += fifo.size;
+      for (const [type, queue] of level) {
+        const left = queue.compact();
+        if (left === 0) level.delete(type);
+        entries += left;
       }
     }
     this.#entries = entries;

@@ -1,7 +1,16 @@
-import type { Jitter, Job, JobError, JobStatus, JobSummary, Progress } from '../../jobs/model.js';
+import type {
+  Callback,
+  CallbackEvent,
+  Jitter,
+  Job,
+  JobError,
+  JobStatus,
+  JobSummary,
+  Progress,
+} from '../../jobs/model.js';
 import { StoreError } from '../errors.js';
-import type { ExpiredAttempt } from '../store.js';
-import type { JobWire } from './protocol.js';
+import type { DueDelivery, ExpiredAttempt, Schedule } from '../store.js';
+import type { DueDeliveryWire, JobWire } from './protocol.js';
 
 /** A row of `jobs` as SQLite returns it. */
 export interface JobRow {
@@ -30,6 +39,10 @@ export interface JobRow {
   ready_at: number | null;
   lease_owner: string | null;
   lease_expires_at: number | null;
+  group_key: string | null;
+  schedule: string | null;
+  /** The callback as JSON text, or null. */
+  callback: string | null;
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
@@ -66,7 +79,7 @@ export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
 export const SUMMARY_COLUMNS =
   'id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, ' +
   'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
-  'finished_at, ready_at, lease_owner, lease_expires_at';
+  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback';
 
 export function toWire(row: JobRow): JobWire {
   const wire = toSummary(row) as JobWire;
@@ -95,11 +108,14 @@ export function toSummary(row: SummaryRow): JobSummary {
     idempotencyKey: row.idempotency_key,
     dependsOn: parseDependsOn(row.depends_on),
     metadata: row.metadata === '{}' ? {} : (JSON.parse(row.metadata) as Record<string, unknown>),
+    group: row.group_key,
+    callback: row.callback === null ? null : (JSON.parse(row.callback) as Callback),
     runAt: row.run_at,
     createdAt: row.created_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
     readyAt: row.ready_at,
+    schedule: row.schedule,
   };
 }
 
@@ -130,4 +146,52 @@ export function decodeCursor(cursor: string): string {
     throw new StoreError('invalid_cursor', `cursor must be a value from a previous page's nextCursor, got "${cursor}"`);
   }
   return id;
+}
+
+/** A row of `schedules`, as both stores read it. */
+export interface ScheduleRow {
+  name: string;
+  cron: string;
+  timezone: string;
+  job: string;
+  overlap: Schedule['overlap'];
+  catch_up: Schedule['catchUp'];
+  paused: number | boolean;
+  next_run_at: number | null;
+  last_run_at: number | null;
+  last_job_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export function toSchedule(row: ScheduleRow): Schedule {
+  return {
+    name: row.name,
+    cron: row.cron,
+    timezone: row.timezone,
+    job: JSON.parse(row.job) as Record<string, unknown>,
+    overlap: row.overlap,
+    catchUp: row.catch_up,
+    paused: row.paused === true || row.paused === 1,
+    nextRunAt: row.next_run_at,
+    lastRunAt: row.last_run_at,
+    lastJobId: row.last_job_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A leased delivery as the delivery service takes it; the url comes from the job's callback. */
+export function dueDelivery(wire: Omit<DueDeliveryWire, 'job'>, job: Job | null): DueDelivery {
+  const callback = wire.callbackText === null ? null : (JSON.parse(wire.callbackText) as Callback);
+  return {
+    id: wire.id,
+    jobId: wire.jobId,
+    event: wire.event as CallbackEvent,
+    attempt: wire.attempt,
+    // A callback is never taken off a job; an empty url fails its attempt as not http(s).
+    url: callback?.url ?? '',
+    body: wire.body,
+    job,
+  };
 }

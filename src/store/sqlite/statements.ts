@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { JobStatus } from '../../jobs/model.js';
-import { type ExpiredRow, type JobRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
+import type { DeliveryRow } from '../store.js';
+import { type ExpiredRow, type JobRow, type ScheduleRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
 
 /** What the store uses of a prepared statement. */
 export interface Statement<R = unknown> {
@@ -16,10 +17,14 @@ const FENCE = `id = ? AND status = 'running' AND attempts = ? AND lease_owner = 
 
 export type Statements = ReturnType<typeof prepareStatements>;
 
+/** Columns a list may filter on. */
+export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';
+
 /** Every statement the store thread runs, prepared once. */
 export function prepareStatements(db: Database.Database) {
   const prepare = <R = unknown>(sql: string): Statement<R> => db.prepare<unknown[], R>(sql);
   const pluck = <R>(sql: string): Statement<R> => db.prepare<unknown[], R>(sql).pluck();
+  const lists = new Map<string, Statement<SummaryRow>>();
   const listQuery = (where: string) =>
     prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
   return {
@@ -29,8 +34,9 @@ export function prepareStatements(db: Database.Database) {
     insertJob: prepare(
       `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
         backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
-        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?)`,
+        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key,
+        group_key, schedule, callback)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectParentIds: pluck<string>('SELECT DISTINCT parent FROM job_deps'),
@@ -142,21 +148,79 @@ export function prepareStatements(db: Database.Database) {
     countByStatus: prepare<{ status: JobStatus; priority: number; n: number }>(
       'SELECT status, priority, COUNT(*) AS n FROM jobs GROUP BY status, priority',
     ),
-    selectQueued: prepare<{ id: string; type: string; priority: number; ready_at: number | null }>(
-      `SELECT id, type, priority, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`,
+    selectSchedules: prepare<ScheduleRow>('SELECT * FROM schedules ORDER BY name'),
+    selectSchedule: prepare<ScheduleRow>('SELECT * FROM schedules WHERE name = ?'),
+    insertSchedule: prepare(
+      `INSERT INTO schedules (name, cron, timezone, job, overlap, catch_up, paused, next_run_at, last_run_at,
+         last_job_id, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
     ),
-    selectDelayed: prepare<{ id: string; type: string; priority: number; run_at: number | null }>(
-      `SELECT id, type, priority, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`,
+    updateSchedule: prepare(
+      `UPDATE schedules SET cron = ?, timezone = ?, job = ?, overlap = ?, catch_up = ?, paused = ?, next_run_at = ?,
+         updated_at = ?
+       WHERE name = ?`,
     ),
-    list: {
-      all: listQuery(''),
-      allBefore: listQuery('WHERE id < ?'),
-      type: listQuery('WHERE type = ?'),
-      typeBefore: listQuery('WHERE type = ? AND id < ?'),
-      status: listQuery('WHERE status = ?'),
-      statusBefore: listQuery('WHERE status = ? AND id < ?'),
-      statusType: listQuery('WHERE status = ? AND type = ?'),
-      statusTypeBefore: listQuery('WHERE status = ? AND type = ? AND id < ?'),
+    deleteSchedule: prepare('DELETE FROM schedules WHERE name = ?'),
+    advanceSchedule: prepare('UPDATE schedules SET next_run_at = ? WHERE name = ?'),
+    recordScheduleRun: prepare('UPDATE schedules SET last_run_at = ?, last_job_id = ? WHERE name = ?'),
+    selectQueued: prepare<{
+      id: string;
+      type: string;
+      priority: number;
+      group_key: string | null;
+      ready_at: number | null;
+    }>(`SELECT id, type, priority, group_key, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`),
+    selectDelayed: prepare<{
+      id: string;
+      type: string;
+      priority: number;
+      group_key: string | null;
+      run_at: number | null;
+    }>(`SELECT id, type, priority, group_key, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`),
+    // ── callback deliveries ──
+    claimDeliveries: prepare<{ id: string; job_id: string; event: string; attempts: number; body: string | null }>(
+      `UPDATE callback_deliveries SET lease_owner = ?, lease_expires_at = ?
+       WHERE seq IN (SELECT seq FROM callback_deliveries
+                     WHERE status = 'pending' AND next_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+                     ORDER BY next_at LIMIT ?)
+       RETURNING id, job_id, event, attempts, body`,
+    ),
+    selectCallback: pluck<string | null>('SELECT callback FROM jobs WHERE id = ?'),
+    recordDelivery: prepare(
+      `UPDATE callback_deliveries SET status = ?, attempts = ?, next_at = ?, body = ?, lease_owner = NULL,
+         lease_expires_at = NULL
+       WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?`,
+    ),
+    insertDeliveryAttempt: prepare(
+      'INSERT INTO callback_attempts (delivery_id, attempt, status, http_status, error, at) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    nextDelivery: pluck<number | null>(
+      `SELECT min(max(next_at, coalesce(lease_expires_at, 0))) FROM callback_deliveries WHERE status = 'pending'`,
+    ),
+    deliveriesOf: prepare<DeliveryRow>(
+      `SELECT d.id, d.event, d.status, d.attempts, d.next_at, a.attempt, a.status AS attempt_status, a.http_status,
+         a.error, a.at
+       FROM callback_deliveries d LEFT JOIN callback_attempts a ON a.delivery_id = d.id
+       WHERE d.job_id = ? ORDER BY d.seq, a.attempt`,
+    ),
+    lastDeliverySeq: pluck<number>(`SELECT seq FROM sqlite_sequence WHERE name = 'callback_deliveries'`),
+    freeDeliveries: prepare(
+      `UPDATE callback_deliveries SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL`,
+    ),
+    /**
+     * A page of the list, newest first, for the columns a filter names (each `column = ?`,
+     * in the order given, then `id < ?` when `before`); prepared once per shape.
+     */
+    list(columns: readonly ListColumn[], before: boolean): Statement<SummaryRow> {
+      const key = `${columns.join(',')}|${before}`;
+      let statement = lists.get(key);
+      if (statement === undefined) {
+        const terms = columns.map((column) => `${column} = ?`);
+        if (before) terms.push('id < ?');
+        statement = listQuery(terms.length === 0 ? '' : `WHERE ${terms.join(' AND ')}`);
+        lists.set(key, statement);
+      }
+      return statement;
     },
   };
 }

@@ -26,6 +26,9 @@ import type {
   Changes,
   ClaimedJob,
   ClaimRequest,
+  DeliveryAttempt,
+  DeliveryRecord,
+  DueDelivery,
   ExpiredAttempt,
   Finished,
   FinishItem,
@@ -35,15 +38,20 @@ import type {
   JobStore,
   ListFilter,
   Page,
+  FireResult,
   QueueCounts,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleFire,
   StoreListener,
   StoreOptions,
 } from '../store.js';
-import { LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
+import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
 import {
   type Answers,
   type ChangesWire,
   type FinishRow,
+  type InsertAnswer,
   type InsertRow,
   type JobWire,
   type Op,
@@ -56,7 +64,7 @@ import {
   type WireError,
 } from './protocol.js';
 import { type IndexEntry, ReadyIndex } from './ready-index.js';
-import { jobFromWire } from './rows.js';
+import { dueDelivery, jobFromWire } from './rows.js';
 
 export interface SqliteStoreOptions extends StoreOptions {
   /**
@@ -169,24 +177,13 @@ export class SqliteStore implements JobStore {
   // ── writes ────────────────────────────────────────────────────────────────
 
   async insert(jobs: NewJob[]): Promise<InsertResult> {
-    const rows: InsertRow[] = jobs.map((job) => ({
-      id: job.id,
-      type: job.type,
-      priority: job.priority,
-      payloadText: JSON.stringify(job.payload ?? null),
-      canonicalPayload: job.idempotencyKey === null ? null : canonicalJson(job.payload ?? null),
-      maxAttempts: job.maxAttempts,
-      timeoutMs: job.timeoutMs,
-      backoff: job.backoff,
-      idempotencyKey: job.idempotencyKey,
-      dependsOn: job.dependsOn,
-      metadataText: JSON.stringify(job.metadata ?? {}),
-      runAt: job.runAt,
-      createdAt: job.createdAt,
-      dedupeKey: job.dedupeKey ?? null,
-      reuseMs: job.reuseMs ?? null,
-    }));
+    const rows = jobs.map(insertRowOf);
     const answer = await this.#call({ op: 'insert', rows, now: this.#clock(), capacity: this.#capacity });
+    return this.#applyInsert(jobs, rows, answer);
+  }
+
+  /** What the store thread answered for an insert: created jobs enter the ready index and are announced. */
+  #applyInsert(jobs: NewJob[], rows: InsertRow[], answer: InsertAnswer): InsertResult {
     if (!answer.ok) return answer;
     const outcomes: InsertOutcome[] = answer.outcomes.map((outcome, index) => {
       if (!outcome.created) {
@@ -212,17 +209,20 @@ export class SqliteStore implements JobStore {
         idempotencyKey: source.idempotencyKey,
         dependsOn: state.dependsOn,
         metadata: source.metadata ?? {},
+        group: source.group ?? null,
+        callback: source.callback ?? null,
         runAt: state.runAt,
         createdAt: source.createdAt,
         startedAt: null,
         finishedAt: state.finishedAt,
         readyAt: state.readyAt,
+        schedule: source.schedule ?? null,
       };
       if (state.status === 'queued' || state.status === 'scheduled') {
         const record: JobWire = copyOf(job, row.payloadText, state.parents ?? []);
         if (state.status === 'queued')
-          this.#index.addQueued(job.id, job.type, job.priority, state.readyAt ?? 0, record);
-        else this.#index.addDue(job.id, job.type, job.priority, state.runAt ?? 0, record);
+          this.#index.addQueued(job.id, job.type, job.priority, job.group, state.readyAt ?? 0, record);
+        else this.#index.addDue(job.id, job.type, job.priority, job.group, state.runAt ?? 0, record);
       }
       this.#emit(job.id, job.type, job.status, () => job);
       return { created: true, job };
@@ -425,7 +425,7 @@ export class SqliteStore implements JobStore {
       if (wire !== null) {
         const done = wire;
         if (answer.status === 'retrying') {
-          this.#index.addDue(done.id, done.type, done.priority, answer.retryAt ?? now, done);
+          this.#index.addDue(done.id, done.type, done.priority, done.group, answer.retryAt ?? now, done);
         }
         this.#emit(done.id, done.type, done.status, () => jobFromWire(done));
       }
@@ -451,7 +451,7 @@ export class SqliteStore implements JobStore {
       wire.status = 'queued';
       wire.attempts -= 1;
       wire.startedAt = running.previousStart;
-      this.#index.addQueued(wire.id, wire.type, wire.priority, wire.readyAt ?? 0, wire, 'front');
+      this.#index.addQueued(wire.id, wire.type, wire.priority, wire.group, wire.readyAt ?? 0, wire, 'front');
       this.#emit(wire.id, wire.type, 'queued', () => jobFromWire(wire));
     }
     await this.#call({ op: 'unclaim', rows });
@@ -465,7 +465,7 @@ export class SqliteStore implements JobStore {
       answer = await this.#call({ op: 'cancel', id, now: this.#clock() });
     } catch (error) {
       if (held !== null && held.status === 'queued') {
-        this.#index.addQueued(id, held.type, held.priority, held.readyAt ?? 0, held);
+        this.#index.addQueued(id, held.type, held.priority, held.group, held.readyAt ?? 0, held);
       }
       throw error;
     }
@@ -530,12 +530,65 @@ export class SqliteStore implements JobStore {
     }).then(() => undefined);
   }
 
+  schedules(): Promise<Schedule[]> {
+    return this.#call({ op: 'schedules' });
+  }
+
+  getSchedule(name: string): Promise<Schedule | null> {
+    return this.#call({ op: 'getSchedule', name });
+  }
+
+  putSchedule(schedule: ScheduleDefinition): Promise<{ created: boolean; schedule: Schedule }> {
+    return this.#call({ op: 'putSchedule', schedule });
+  }
+
+  removeSchedule(name: string): Promise<boolean> {
+    return this.#call({ op: 'removeSchedule', name });
+  }
+
+  async fireSchedule(fire: ScheduleFire): Promise<FireResult> {
+    const { job, ...rest } = fire;
+    const row = job === null ? null : insertRowOf(job);
+    const answer = await this.#call({
+      op: 'fireSchedule',
+      fire: rest,
+      row,
+      now: this.#clock(),
+      capacity: this.#capacity,
+    });
+    if (!answer.fired) return answer;
+    const insert =
+      answer.insert === null || job === null ? null : this.#applyInsert([job], [row as InsertRow], answer.insert);
+    return { fired: true, schedule: answer.schedule, overlap: answer.overlap, insert };
+  }
+
   nextDueAt(): Promise<number | null> {
     return Promise.resolve(this.#index.nextDueAt());
   }
 
   expiredLeases(limit: number): Promise<ExpiredAttempt[]> {
     return this.#call({ op: 'expired', now: this.#clock(), limit });
+  }
+
+  // ── callback deliveries ───────────────────────────────────────────────────
+
+  async claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]> {
+    const now = this.#clock();
+    const wires = await this.#call({ op: 'claimDeliveries', owner, expiresAt: now + leaseMs, now, limit });
+    return wires.map((wire) => dueDelivery(wire, wire.job === null ? null : jobFromWire(wire.job)));
+  }
+
+  recordDeliveryAttempt(attempt: DeliveryAttempt): Promise<boolean> {
+    return this.#call({ op: 'recordDelivery', attempt, now: this.#clock() });
+  }
+
+  nextDeliveryAt(): Promise<number | null> {
+    return this.#call({ op: 'nextDelivery' });
+  }
+
+  async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {
+    const rows = await this.#call({ op: 'deliveries', jobId });
+    return rows === null ? null : deliveryRecords(rows);
   }
 
   close(): Promise<void> {
@@ -573,9 +626,10 @@ export class SqliteStore implements JobStore {
 
   /** A job the store thread changed: keep the index in step and tell the listeners. */
   #applyOne(wire: JobWire): JobWire {
-    if (wire.status === 'queued') this.#index.addQueued(wire.id, wire.type, wire.priority, wire.readyAt ?? 0, wire);
+    if (wire.status === 'queued')
+      this.#index.addQueued(wire.id, wire.type, wire.priority, wire.group, wire.readyAt ?? 0, wire);
     else if (wire.status === 'scheduled' || wire.status === 'retrying') {
-      this.#index.addDue(wire.id, wire.type, wire.priority, wire.runAt ?? 0, wire);
+      this.#index.addDue(wire.id, wire.type, wire.priority, wire.group, wire.runAt ?? 0, wire);
     } else this.#index.remove(wire.id);
     this.#emit(wire.id, wire.type, wire.status, () => jobFromWire(wire));
     return wire;
@@ -637,6 +691,7 @@ export class SqliteStore implements JobStore {
   #onReply(reply: Reply): void {
     if (reply.kind !== 'done') return;
     if (reply.commitMs !== null) this.#observeCommit?.(reply.commitMs / 1000);
+    if (reply.deliveries) for (const listener of this.#listeners) listener({ kind: 'deliveries' });
     if (reply.rolledBack) {
       for (const { seq } of reply.replies) this.#lost(this.#inFlight.get(seq)?.claims ?? []);
       this.#rebuildIndex();
@@ -764,6 +819,29 @@ export class SqliteStore implements JobStore {
   }
 }
 
+function insertRowOf(job: NewJob): InsertRow {
+  return {
+    id: job.id,
+    type: job.type,
+    priority: job.priority,
+    payloadText: JSON.stringify(job.payload ?? null),
+    canonicalPayload: job.idempotencyKey === null ? null : canonicalJson(job.payload ?? null),
+    maxAttempts: job.maxAttempts,
+    timeoutMs: job.timeoutMs,
+    backoff: job.backoff,
+    idempotencyKey: job.idempotencyKey,
+    dependsOn: job.dependsOn,
+    metadataText: JSON.stringify(job.metadata ?? {}),
+    runAt: job.runAt,
+    createdAt: job.createdAt,
+    dedupeKey: job.dedupeKey ?? null,
+    reuseMs: job.reuseMs ?? null,
+    group: job.group ?? null,
+    schedule: job.schedule ?? null,
+    callbackText: job.callback == null ? null : JSON.stringify(job.callback),
+  };
+}
+
 /**
  * A copy of a job with its payload text and parents: what the ready index keeps, and
  * what a claim hands out (a copy of that copy, so the caller's job stays the record of
@@ -784,11 +862,14 @@ function copyOf(job: JobSummary, payloadText: string, parents: ParentResult[]): 
     idempotencyKey: job.idempotencyKey,
     dependsOn: job.dependsOn,
     metadata: job.metadata,
+    group: job.group,
+    callback: job.callback,
     runAt: job.runAt,
     createdAt: job.createdAt,
     startedAt: job.startedAt,
     finishedAt: job.finishedAt,
     readyAt: job.readyAt,
+    schedule: job.schedule,
     payloadText,
     resultText: null,
     parents,

@@ -28,6 +28,7 @@ import {
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
+import { fileHolders } from './file-holders.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { SqliteTransitions } from './transitions.js';
 
@@ -59,16 +60,24 @@ function open(): { db: Database.Database; s: Statements; transitions: SqliteTran
     // in it is dead: the rescuer retries those attempts at once.
     let transitions: SqliteTransitions | null = null;
     db.transaction(() => {
-      if (data.expireLeases) s.expireAll.run();
+      if (data.expireLeases) {
+        s.expireAll.run();
+        s.freeDeliveries.run();
+      }
       transitions = new SqliteTransitions(s);
     }).exclusive();
     return { db, s, transitions: transitions as unknown as SqliteTransitions };
   } catch (error) {
     db.close();
     if (isBusy(error)) {
-      throw new StoreError('store_in_use', `the database ${data.path} is in use by another Kiln process`, {
-        cause: error,
-      });
+      const holders = fileHolders(data.path)
+        .map((holder) => `pid ${holder.pid}${holder.command === '' ? '' : ` (${holder.command})`}`)
+        .join(', ');
+      throw new StoreError(
+        'store_in_use',
+        `the database ${data.path} is in use by another Kiln process${holders === '' ? '' : `: ${holders}`}`,
+        { cause: error },
+      );
     }
     throw error;
   }
@@ -117,6 +126,24 @@ function run(t: SqliteTransitions, op: Op): unknown {
       return t.purge(op.status, op.olderThan, op.limit);
     case 'snapshot':
       return t.snapshot();
+    case 'schedules':
+      return t.schedules();
+    case 'getSchedule':
+      return t.getSchedule(op.name);
+    case 'putSchedule':
+      return t.putSchedule(op.schedule);
+    case 'removeSchedule':
+      return t.removeSchedule(op.name);
+    case 'fireSchedule':
+      return t.fireSchedule(op.fire, op.row, op.now, op.capacity);
+    case 'claimDeliveries':
+      return t.claimDeliveries(op.owner, op.expiresAt, op.now, op.limit);
+    case 'recordDelivery':
+      return t.recordDelivery(op.attempt, op.now);
+    case 'nextDelivery':
+      return t.nextDelivery();
+    case 'deliveries':
+      return t.deliveries(op.jobId);
   }
 }
 
@@ -184,6 +211,7 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
       }
     }
     let rolledBack = false;
+    let deliveries = false;
     if (lost !== null && writes) {
       if (db.inTransaction) {
         try {
@@ -201,7 +229,8 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
       t.rebuild();
       rolledBack = true;
     }
-    const reply: Reply = { kind: 'done', replies, rolledBack, commitMs };
+    if (writes && !rolledBack) deliveries = t.deliveriesAdded();
+    const reply: Reply = { kind: 'done', replies, rolledBack, commitMs, deliveries };
     port?.postMessage(reply);
   };
   const close = () => {

@@ -17,11 +17,22 @@
 import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import { dedupeRival, dependencyMessage, invalidState, retryTarget } from '../rules.js';
-import type { ExpiredAttempt, InvalidState, ListFilter, Page } from '../store.js';
+import type {
+  DeliveryAttempt,
+  DeliveryRow,
+  ExpiredAttempt,
+  InvalidState,
+  ListFilter,
+  Page,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleFire,
+} from '../store.js';
 import type {
   Answers,
   ChangesWire,
   CreatedState,
+  DueDeliveryWire,
   FinishAnswer,
   FinishRow,
   InsertAnswer,
@@ -36,10 +47,11 @@ import {
   parseJson,
   type SummaryRow,
   toExpiredAttempt,
+  toSchedule,
   toSummary,
   toWire,
 } from './rows.js';
-import type { Statements } from './statements.js';
+import type { ListColumn, Statements } from './statements.js';
 
 export class SqliteTransitions {
   readonly #s: Statements;
@@ -48,10 +60,70 @@ export class SqliteTransitions {
   #byStatus = emptyByStatus();
   #queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
   #pending = 0;
+  /** The highest callback delivery seq seen: a higher one means new deliveries. */
+  #deliverySeq = 0;
 
   constructor(statements: Statements) {
     this.#s = statements;
     this.rebuild();
+    this.#deliverySeq = this.#s.lastDeliverySeq.get() ?? 0;
+  }
+
+  /** Whether deliveries were stored since the last call (the triggers of migration 006 make them). */
+  deliveriesAdded(): boolean {
+    const seq = this.#s.lastDeliverySeq.get() ?? 0;
+    if (seq === this.#deliverySeq) return false;
+    this.#deliverySeq = seq;
+    return true;
+  }
+
+  claimDeliveries(owner: string, expiresAt: number, now: number, limit: number): DueDeliveryWire[] {
+    return this.#s.claimDeliveries.all(owner, expiresAt, now, now, limit).map((row) => {
+      const first = row.body === null;
+      const jobRow = first ? this.#s.selectJob.get(row.job_id) : undefined;
+      return {
+        id: row.id,
+        jobId: row.job_id,
+        event: row.event,
+        attempt: row.attempts + 1,
+        callbackText: jobRow === undefined ? (this.#s.selectCallback.get(row.job_id) ?? null) : jobRow.callback,
+        body: row.body,
+        job: jobRow === undefined ? null : toWire(jobRow),
+      };
+    });
+  }
+
+  recordDelivery(attempt: DeliveryAttempt, now: number): boolean {
+    const status = attempt.outcome === 'retry' ? 'pending' : attempt.outcome;
+    const nextAt = attempt.outcome === 'retry' ? now + attempt.retryInMs : null;
+    const changed = this.#s.recordDelivery.run(
+      status,
+      attempt.attempt,
+      nextAt,
+      attempt.body,
+      attempt.id,
+      attempt.attempt - 1,
+      attempt.owner,
+    );
+    if (changed.changes !== 1) return false;
+    this.#s.insertDeliveryAttempt.run(
+      attempt.id,
+      attempt.attempt,
+      attempt.outcome === 'delivered' ? 'delivered' : 'failed',
+      attempt.httpStatus,
+      attempt.error,
+      now,
+    );
+    return true;
+  }
+
+  nextDelivery(): number | null {
+    return this.#s.nextDelivery.get() ?? null;
+  }
+
+  deliveries(jobId: string): DeliveryRow[] | null {
+    if (this.#s.selectStatus.get(jobId) === undefined) return null;
+    return this.#s.deliveriesOf.all(jobId);
   }
 
   /** Counters and parent ids from the file, as after a rollback. */
@@ -77,12 +149,14 @@ export class SqliteTransitions {
         id: row.id,
         type: row.type,
         priority: row.priority,
+        group: row.group_key,
         readyAt: row.ready_at ?? 0,
       })),
       due: this.#s.selectDelayed.all().map((row) => ({
         id: row.id,
         type: row.type,
         priority: row.priority,
+        group: row.group_key,
         runAt: row.run_at ?? 0,
       })),
     };
@@ -208,6 +282,9 @@ export class SqliteTransitions {
         state.finishedAt,
         state.readyAt,
         row.dedupeKey,
+        row.group,
+        row.schedule,
+        row.callbackText,
       );
       for (let position = 0; position < state.dependsOn.length; position++) {
         const parent = state.dependsOn[position] as string;
@@ -484,28 +561,31 @@ export class SqliteTransitions {
     const limit = Math.floor(filter.limit);
     if (!(limit > 0)) return { jobs: [], nextCursor: null };
     const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
-    const type = filter.type ?? null;
     const fetch = limit + 1;
     const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
-    const l = this.#s.list;
+    const columns: ListColumn[] = [];
+    const values: unknown[] = [];
+    if (filter.type !== undefined) {
+      columns.push('type');
+      values.push(filter.type);
+    }
+    if (filter.group !== undefined) {
+      columns.push('group_key');
+      values.push(filter.group);
+    }
+    if (filter.schedule !== undefined) {
+      columns.push('schedule');
+      values.push(filter.schedule);
+    }
+    const tail = before === null ? [fetch] : [before, fetch];
     let rows: SummaryRow[];
     if (statuses === null) {
-      if (type === null) rows = before === null ? l.all.all(fetch) : l.allBefore.all(before, fetch);
-      else rows = before === null ? l.type.all(type, fetch) : l.typeBefore.all(type, before, fetch);
+      rows = this.#s.list(columns, before !== null).all(...values, ...tail);
     } else {
       // One index range per status, newest first, merged: an IN list would make SQLite sort.
+      const statement = this.#s.list(['status', ...columns], before !== null);
       rows = [];
-      for (const status of statuses) {
-        if (type === null) {
-          rows.push(...(before === null ? l.status.all(status, fetch) : l.statusBefore.all(status, before, fetch)));
-        } else {
-          rows.push(
-            ...(before === null
-              ? l.statusType.all(status, type, fetch)
-              : l.statusTypeBefore.all(status, type, before, fetch)),
-          );
-        }
-      }
+      for (const status of statuses) rows.push(...statement.all(status, ...values, ...tail));
       if (statuses.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
     }
     const page = rows.length > limit ? rows.slice(0, limit) : rows;
@@ -514,6 +594,61 @@ export class SqliteTransitions {
       jobs: page.map(toSummary),
       nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
     };
+  }
+
+  schedules(): Schedule[] {
+    return this.#s.selectSchedules.all().map(toSchedule);
+  }
+
+  getSchedule(name: string): Schedule | null {
+    const row = this.#s.selectSchedule.get(name);
+    return row === undefined ? null : toSchedule(row);
+  }
+
+  putSchedule(schedule: ScheduleDefinition): Answers['putSchedule'] {
+    const { name, cron, timezone, overlap, catchUp, nextRunAt, updatedAt } = schedule;
+    const job = JSON.stringify(schedule.job);
+    const paused = schedule.paused ? 1 : 0;
+    const created = this.#s.selectSchedule.get(name) === undefined;
+    if (created) {
+      this.#s.insertSchedule.run(name, cron, timezone, job, overlap, catchUp, paused, nextRunAt, updatedAt, updatedAt);
+    } else {
+      this.#s.updateSchedule.run(cron, timezone, job, overlap, catchUp, paused, nextRunAt, updatedAt, name);
+    }
+    return { created, schedule: this.getSchedule(name) as Schedule };
+  }
+
+  removeSchedule(name: string): boolean {
+    return this.#s.deleteSchedule.run(name).changes === 1;
+  }
+
+  fireSchedule(
+    fire: Omit<ScheduleFire, 'job'>,
+    row: InsertRow | null,
+    now: number,
+    capacity: number,
+  ): Answers['fireSchedule'] {
+    const current = this.#s.selectSchedule.get(fire.name);
+    if (current === undefined) return { fired: false };
+    const { expected } = fire;
+    if (expected !== null) {
+      // Compare-and-set: a tick someone fired already, or a schedule changed since it was read, is not fired.
+      if (current.next_run_at !== expected.nextRunAt || current.updated_at !== expected.updatedAt) {
+        return { fired: false };
+      }
+      this.#s.advanceSchedule.run(fire.nextRunAt, fire.name);
+    }
+    const lastStatus = current.last_job_id === null ? undefined : this.#s.selectStatus.get(current.last_job_id);
+    const overlap = fire.skipOverlap && lastStatus !== undefined && !isTerminal(lastStatus);
+    let insert: InsertAnswer | null = null;
+    if (!overlap && row !== null) {
+      insert = this.insert([row], now, capacity);
+      const outcome = insert.ok ? insert.outcomes[0] : undefined;
+      if (outcome !== undefined) {
+        this.#s.recordScheduleRun.run(fire.runAt, outcome.created ? row.id : outcome.job.id, fire.name);
+      }
+    }
+    return { fired: true, schedule: this.getSchedule(fire.name) as Schedule, overlap, insert };
   }
 
   #track(priority: number, from: JobStatus | null, to: JobStatus | null): void {

@@ -1,0 +1,284 @@
+import { randomUUID } from 'node:crypto';
+// undici's own fetch with its own Agent: Node's global fetch is undici too, but of the
+// version bundled with each Node release, and a dispatcher from another major version of
+// the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
+import { Agent, fetch } from 'undici';
+import { retryDelayMs } from '../jobs/backoff.js';
+import type { Backoff, Job } from '../jobs/model.js';
+import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
+import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
+import { signatureHeader } from './signature.js';
+
+export type DeliveryOutcome = DeliveryAttempt['outcome'];
+
+export interface CallbackDeliveryOptions {
+  store: JobStore;
+  /** KILN_CALLBACK_SECRET: the HMAC key of Kiln-Signature. */
+  secret: string;
+  /** KILN_CALLBACK_TIMEOUT_MS: one attempt, connection to answer. */
+  timeoutMs: number;
+  /** KILN_CALLBACK_MAX_ATTEMPTS: attempts before a delivery is `failed`. */
+  maxAttempts: number;
+  /** KILN_CALLBACK_ALLOW_PRIVATE: connect to any address. */
+  allowPrivate: boolean;
+  /** The job as the API renders it: the body of a delivery. */
+  render: (job: Job) => unknown;
+  /** The wait before attempt n+1 (default DELIVERY_BACKOFF). */
+  backoff?: Backoff;
+  /** Attempts in flight at most (default 16). */
+  concurrency?: number;
+  /** An idle service looks for due deliveries at least this often (another server's, a lost wake-up). */
+  pollMs?: number;
+  /** Sent as User-Agent. */
+  userAgent?: string;
+  onOutcome?: (outcome: DeliveryOutcome) => void;
+  onError?: (message: string, error: unknown) => void;
+  /** A stop waits for this many attempts in flight, up to `graceMs`. */
+  onDraining?: (inFlight: number, graceMs: number) => void;
+  random?: () => number;
+}
+
+/** 1 s, 4 s, 16 s, … up to an hour between attempts: eight attempts span about an hour and a half. */
+export const DELIVERY_BACKOFF: Backoff = { initialMs: 1000, factor: 4, maxMs: 3_600_000, jitter: 'equal' };
+const DEFAULT_CONCURRENCY = 16;
+const DEFAULT_POLL_MS = 5000;
+const MIN_WAIT_MS = 5;
+
+/**
+ * Delivers callbacks: POSTs each due delivery's job to its URL, signed, and records the
+ * attempt. It runs beside dispatch on the main thread and never on its path: one timer
+ * for the next due delivery, woken early by the store's `deliveries` event; at most
+ * `concurrency` requests in flight, each a non-blocking fetch with its own timeout.
+ *
+ * A delivery is leased while its attempt runs (twice the timeout, and some), so two
+ * servers of a shared store never make the same attempt at once, and a server that dies
+ * mid-attempt leaves it to whichever server looks after the lease runs out (on SQLite:
+ * to the next start, which frees every lease). At least once: an attempt whose answer
+ * was not recorded is made again.
+ *
+ * States of a delivery: pending (due at `next_at`; leased while an attempt runs) →
+ * delivered (a 2xx came) | pending again (retry after backoff) | failed (the last attempt
+ * failed). Life cycle: start() → stop(), both safe to call twice.
+ */
+export class CallbackDeliveryService {
+  readonly #options: CallbackDeliveryOptions;
+  readonly #store: JobStore;
+  readonly #owner = `callbacks:${randomUUID()}`;
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #abort = new AbortController();
+  readonly #recordedListeners = new Set<(attempt: DeliveryAttempt) => void>();
+  #agent: Agent | null = null;
+  #unsubscribe: (() => void) | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #started = false;
+  #stopped = false;
+  #claiming = false;
+  /** A wake-up came while a claim was on its way: claim again after it. */
+  #again = false;
+
+  constructor(options: CallbackDeliveryOptions) {
+    this.#options = options;
+    this.#store = options.store;
+  }
+
+  start(): void {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
+    // Connections go only to addresses the guard checked as they were resolved.
+    this.#agent = new Agent(this.#options.allowPrivate ? {} : { connect: { lookup: guardedLookup } });
+    this.#unsubscribe = this.#store.subscribe((event) => {
+      if (event.kind === 'deliveries') this.wake();
+    });
+    this.wake();
+  }
+
+  /**
+   * Stops looking for deliveries. Attempts in flight have up to `graceMs` to be answered
+   * and recorded; then they are abandoned (their leases run out, and they are made again).
+   */
+  async stop(graceMs = 0): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    if (graceMs > 0 && this.#inFlight.size > 0) {
+      this.#options.onDraining?.(this.#inFlight.size, graceMs);
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, graceMs);
+      });
+      await Promise.race([Promise.allSettled([...this.#inFlight]), graceOver]);
+      clearTimeout(timer);
+    }
+    this.#abort.abort();
+    await Promise.allSettled([...this.#inFlight]);
+    await this.#agent?.destroy().catch(() => undefined);
+    this.#agent = null;
+  }
+
+  /** Look for due deliveries now. */
+  wake(): void {
+    if (!this.#started || this.#stopped) return;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#pump();
+  }
+
+  /** Hear of every attempt once it is recorded; answers the function that stops it. */
+  onRecorded(listener: (attempt: DeliveryAttempt) => void): () => void {
+    this.#recordedListeners.add(listener);
+    return () => this.#recordedListeners.delete(listener);
+  }
+
+  /** Attempts in flight now. */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  get #leaseMs(): number {
+    return 2 * this.#options.timeoutMs + 10_000;
+  }
+
+  #pump(): void {
+    if (this.#stopped) return;
+    if (this.#claiming) {
+      this.#again = true;
+      return;
+    }
+    const room = (this.#options.concurrency ?? DEFAULT_CONCURRENCY) - this.#inFlight.size;
+    // A full house: each attempt that ends pumps again.
+    if (room <= 0) return;
+    this.#claiming = true;
+    this.#again = false;
+    this.#store.claimDeliveries(this.#owner, this.#leaseMs, room).then(
+      (due) => {
+        this.#claiming = false;
+        // Claimed as the service stopped: left to their leases.
+        if (this.#stopped) return;
+        for (const delivery of due) this.#track(this.#attempt(delivery));
+        if (due.length === room || this.#again) this.#pump();
+        else void this.#arm();
+      },
+      (error: unknown) => {
+        this.#claiming = false;
+        this.#options.onError?.('claiming callback deliveries failed', error);
+        this.#armIn(this.#pollMs);
+      },
+    );
+  }
+
+  get #pollMs(): number {
+    return this.#options.pollMs ?? DEFAULT_POLL_MS;
+  }
+
+  /** One timer: the next due delivery, or the poll, whichever comes first. */
+  async #arm(): Promise<void> {
+    let next: number | null = null;
+    try {
+      next = await this.#store.nextDeliveryAt();
+    } catch {
+      // The store is away: look again after a poll period.
+    }
+    if (this.#stopped || this.#claiming) return;
+    // At least a few ms: a store whose clock this process only estimates (PostgreSQL) may
+    // not yet see as due what the estimate does, and the claim would find nothing again.
+    const delay =
+      next === null ? this.#pollMs : Math.min(this.#pollMs, Math.max(MIN_WAIT_MS, next - this.#store.now()));
+    this.#armIn(delay);
+  }
+
+  #armIn(delayMs: number): void {
+    if (this.#stopped) return;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#pump();
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  #track(attempt: Promise<void>): void {
+    this.#inFlight.add(attempt);
+    void attempt.finally(() => {
+      this.#inFlight.delete(attempt);
+      this.#pump();
+    });
+  }
+
+  async #attempt(delivery: DueDelivery): Promise<void> {
+    // The job went away with its deliveries: nothing to send (the fence refuses any record).
+    const body = delivery.body ?? (delivery.job === null ? null : JSON.stringify(this.#options.render(delivery.job)));
+    if (body === null) return;
+    const { httpStatus, error } = await this.#post(delivery, body);
+    // Cut off by the end of a stop's grace: not the receiver's answer, nothing to record.
+    if (this.#abort.signal.aborted) return;
+    const delivered = httpStatus !== null && httpStatus >= 200 && httpStatus < 300;
+    const outcome: DeliveryOutcome = delivered
+      ? 'delivered'
+      : delivery.attempt >= this.#options.maxAttempts
+        ? 'failed'
+        : 'retry';
+    const retryInMs =
+      outcome === 'retry'
+        ? retryDelayMs(this.#options.backoff ?? DELIVERY_BACKOFF, delivery.attempt, this.#options.random)
+        : 0;
+    try {
+      const attempt: DeliveryAttempt = {
+        id: delivery.id,
+        attempt: delivery.attempt,
+        owner: this.#owner,
+        body,
+        httpStatus,
+        error,
+        outcome,
+        retryInMs,
+      };
+      if (!(await this.#store.recordDeliveryAttempt(attempt))) return;
+      this.#options.onOutcome?.(outcome);
+      for (const listener of this.#recordedListeners) listener(attempt);
+    } catch (failure) {
+      // Not recorded: the lease runs out and the attempt is made again (at least once).
+      this.#options.onError?.('recording a callback attempt failed', failure);
+    }
+  }
+
+  /** POSTs the body; answers the receiver's status, or why there was none. */
+  async #post(delivery: DueDelivery, body: string): Promise<{ httpStatus: number | null; error: string | null }> {
+    const before = urlProblemBeforeLookup(delivery.url, this.#options.allowPrivate);
+    if (before.problem !== null) return { httpStatus: null, error: `callback.url ${before.problem}` };
+    const timestamp = Math.floor(Date.now() / 1000);
+    const timeout = AbortSignal.timeout(this.#options.timeoutMs);
+    try {
+      const response = await fetch(delivery.url, {
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': this.#options.userAgent ?? 'kiln',
+          'kiln-event': `job.${delivery.event}`,
+          'kiln-delivery': delivery.id,
+          'kiln-signature': signatureHeader(this.#options.secret, timestamp, body),
+        },
+        redirect: 'manual',
+        signal: AbortSignal.any([timeout, this.#abort.signal]),
+        ...(this.#agent === null ? {} : { dispatcher: this.#agent }),
+      });
+      // The answer's body is not read: let the connection go.
+      await response.body?.cancel().catch(() => undefined);
+      const status = response.status;
+      if (status >= 200 && status < 300) return { httpStatus: status, error: null };
+      if (status >= 300 && status < 400) {
+        return { httpStatus: status, error: `the receiver answered ${status}, a redirect, which is not followed` };
+      }
+      return { httpStatus: status, error: `the receiver answered ${status}` };
+    } catch (failure) {
+      if (timeout.aborted) return { httpStatus: null, error: `no answer within ${this.#options.timeoutMs} ms` };
+      const cause = (failure as { cause?: unknown }).cause;
+      const message =
+        cause instanceof Error ? cause.message : failure instanceof Error ? failure.message : String(failure);
+      return { httpStatus: null, error: message };
+    }
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Every call the dashboard makes to the Kiln API, in one module, so that the pages
+ * never build a URL or read a response themselves. The calls go through the typed
+ * client `kiln/client` (served to the page from this server), pointed at the server
+ * that serves the page (at <base>/ui/), so a Kiln behind a proxy under a prefix still
+ * works.
+ *
+ * The bearer token, when the server asks for one, lives in sessionStorage: it lasts
+ * as long as the browser tab and is never written to disk or shared with other tabs.
+ */
+import { JOB_STATUSES, KilnClient, KilnError, TERMINAL_STATUSES } from 'kiln/client';
+import type {
+  CallbackDelivery,
+  Job,
+  JobPage,
+  JobStatus,
+  JobSummary,
+  KilnNode,
+  Queue,
+  Schedule,
+  Stats,
+  StatsFigures,
+  Task,
+} from 'kiln/client';
+
+export type { CallbackDelivery, Job, JobPage, JobStatus, JobSummary, Schedule, Stats, StatsFigures, Task };
+export { JOB_STATUSES, TERMINAL_STATUSES };
+export type QueueInfo = Queue;
+export type NodeInfo = KilnNode;
+
+export interface RateLimit {
+  max: number;
+  perMs: number;
+}
+
+export interface TaskLimits {
+  concurrency: number | null;
+  rateLimit: RateLimit | null;
+}
+
+export interface JobFilter {
+  status?: JobStatus[];
+  type?: string;
+  group?: string;
+  schedule?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** A problem document (RFC 9457) the server answered, or a failure to reach it. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly errors: Array<{ path: string; message: string }>;
+
+  constructor(status: number, code: string, detail: string, errors: Array<{ path: string; message: string }> = []) {
+    super(detail);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.errors = errors;
+  }
+}
+
+const TOKEN_KEY = 'kiln.token';
+const unauthorizedListeners = new Set<() => void>();
+
+export function storedToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function saveToken(token: string): void {
+  sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export function forgetToken(): void {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** Called whenever the server answers 401: the token is missing or wrong. */
+export function onUnauthorized(listener: () => void): () => void {
+  unauthorizedListeners.add(listener);
+  return () => unauthorizedListeners.delete(listener);
+}
+
+/** A client of the server that serves this page, with the tab's token. No hidden retries: the pages poll. */
+function client(): KilnClient {
+  const token = storedToken();
+  return new KilnClient({
+    url: new URL('..', document.baseURI).toString(),
+    ...(token === null ? {} : { token }),
+    retry: { attempts: 1 },
+  });
+}
+
+/** Runs a call; its failure becomes an ApiError, and a 401 tells the token prompt. */
+async function call<T>(run: (kiln: KilnClient) => Promise<T>): Promise<T> {
+  try {
+    return await run(client());
+  } catch (error) {
+    throw apiError(error);
+  }
+}
+
+function apiError(error: unknown): unknown {
+  if (!(error instanceof KilnError)) return error;
+  if (error.status === 401) for (const listener of unauthorizedListeners) listener();
+  return new ApiError(error.status, error.code, error.detail, error.errors);
+}
+
+export const api = {
+  queue: () => call((kiln) => kiln.queue()),
+  pause: () => call((kiln) => kiln.pause()),
+  resume: () => call((kiln) => kiln.resume()),
+  stats: (windowSeconds: number) => call((kiln) => kiln.stats({ windowSeconds })),
+  jobs: (filter: JobFilter) =>
+    call((kiln) =>
+      kiln.listPage({
+        ...(filter.status === undefined ? {} : { status: filter.status }),
+        ...(filter.type === undefined ? {} : { type: filter.type }),
+        ...(filter.group === undefined ? {} : { group: filter.group }),
+        ...(filter.schedule === undefined ? {} : { schedule: filter.schedule }),
+        ...(filter.limit === undefined ? {} : { pageSize: filter.limit }),
+        ...(filter.cursor === undefined ? {} : { cursor: filter.cursor }),
+      }),
+    ),
+  job: (id: string) => call((kiln) => kiln.get(id)),
+  cancel: (id: string) => call((kiln) => kiln.cancel(id)),
+  retry: (id: string) => call((kiln) => kiln.retry(id)),
+  remove: (id: string) => call((kiln) => kiln.remove(id)),
+  callbacks: (id: string) => call(async (kiln) => ({ deliveries: await kiln.callbacks(id) })),
+  tasks: () => call(async (kiln) => ({ tasks: await kiln.tasks() })),
+  setLimits: (task: string, limits: Partial<TaskLimits>) => call((kiln) => kiln.setTaskLimits(task, limits)),
+  resetLimits: (task: string) => call((kiln) => kiln.clearTaskLimits(task)),
+  schedules: () => call(async (kiln) => ({ schedules: await kiln.schedules() })),
+  pauseSchedule: (schedule: string) => call((kiln) => kiln.pauseSchedule(schedule)),
+  resumeSchedule: (schedule: string) => call((kiln) => kiln.resumeSchedule(schedule)),
+  triggerSchedule: (schedule: string) => call((kiln) => kiln.triggerSchedule(schedule)),
+  nodes: () => call(async (kiln) => ({ nodes: await kiln.nodes() })),
+};
+
+/**
+ * Follows GET /v1/jobs/{id}/events until the job is finished or `signal` aborts,
+ * calling `onJob` with each state. EventSource cannot send an Authorization header,
+ * so the client reads the stream with fetch: the token stays in a header and never
+ * appears in a URL (where logs and proxies would keep it).
+ */
+export async function watchJob(id: string, onJob: (job: Job) => void, signal: AbortSignal): Promise<void> {
+  try {
+    for await (const job of client().events(id, { signal })) onJob(job);
+  } catch (error) {
+    throw apiError(error);
+  }
+}

@@ -1,0 +1,346 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import {
+  browserSkipReason,
+  launchChromium,
+  overflowsHorizontally,
+  pageErrors,
+  storageItem,
+  waitForRows,
+  waitForText,
+} from '../support/browser.js';
+import { startServer, type TestServer } from '../support/kiln.js';
+
+/**
+ * The dashboard in a real headless Chromium against a real Kiln: what a person sees
+ * when jobs are submitted through the API, and what its buttons do.
+ */
+describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
+  let browser: Browser;
+  let server: TestServer;
+  let dir: string;
+
+  before(async () => {
+    browser = await launchChromium();
+    // Callbacks to a receiver on this machine (a private address, allowed here).
+    server = await startServer({
+      KILN_THREADS: '1',
+      KILN_CALLBACK_SECRET: 'dashboard-test-secret',
+      KILN_CALLBACK_ALLOW_PRIVATE: 'true',
+    });
+    dir = mkdtempSync(join(tmpdir(), 'kiln-ui-'));
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function open(
+    hash: string,
+    viewport = { width: 1280, height: 900 },
+  ): Promise<{ page: Page; errors: string[] }> {
+    const page = await browser.newPage({ viewport });
+    const errors = pageErrors(page);
+    await page.goto(`${server.url}/ui/${hash}`);
+    return { page, errors };
+  }
+
+  async function submit(body: object): Promise<string> {
+    const response = await server.request('POST', '/v1/jobs', body);
+    assert.equal(response.status, 201, response.text);
+    return response.body.id;
+  }
+
+  it('shows the counts by status change as jobs complete, and draws the charts', async () => {
+    const { page, errors } = await open('#/');
+    await waitForText(page, '[data-testid=count-completed] .number', '0');
+    await waitForText(page, '[data-testid=threads]', '0 / 1');
+    for (let i = 0; i < 3; i++) await server.waitForJob(await submit({ type: 'noop' }));
+    await waitForText(page, '[data-testid=count-completed] .number', '3');
+    await waitForText(page, '[data-testid=total-submitted]', '3');
+    assert.equal(await page.locator('[data-testid=chart-throughput] canvas').count(), 1);
+    assert.equal(await page.locator('[data-testid=chart-latency] canvas').count(), 1);
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('pauses and resumes dispatch with its button', async () => {
+    const { page } = await open('#/');
+    await waitForText(page, '[data-testid=paused]', 'running');
+    await page.getByRole('button', { name: 'Pause dispatch' }).click();
+    await waitForText(page, '[data-testid=paused]', 'paused');
+    assert.equal((await server.request('GET', '/v1/queue')).body.paused, true);
+    const id = await submit({ type: 'noop' });
+    await waitForText(page, '[data-testid=count-queued] .number', '1');
+    await page.getByRole('button', { name: 'Resume dispatch' }).click();
+    await waitForText(page, '[data-testid=paused]', 'running');
+    assert.equal((await server.waitForJob(id)).status, 'completed');
+    await page.close();
+  });
+
+  it('shows a failed job with its error', async () => {
+    const id = await submit({ type: 'test.fatal', payload: { input: 'bad' } });
+    assert.equal((await server.waitForJob(id)).status, 'failed');
+    const { page, errors } = await open(`#/jobs/${id}`);
+    await waitForText(page, '.job-title .badge', 'failed');
+    await waitForText(page, '[data-testid=job-error]', /handler_error on attempt 1.*this input can never succeed/);
+    assert.match((await page.locator('.json').first().textContent()) ?? '', /"input": "bad"/);
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('cancels a running job and retries it', async () => {
+    const release = join(dir, 'hold-release');
+    const id = await submit({ type: 'test.hold', payload: { release } });
+    await server.whenStatus(id, 'running');
+    const { page } = await open(`#/jobs/${id}`);
+    await waitForText(page, '.job-title .badge', 'running');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await waitForText(page, '.job-title .badge', 'cancelled');
+    await waitForText(page, '[data-testid=job-error]', /cancelled on attempt 1/);
+    assert.equal((await server.request('GET', `/v1/jobs/${id}`)).body.status, 'cancelled');
+
+    await page.getByRole('button', { name: 'Retry' }).click();
+    await waitForText(page, '.job-title .badge', 'running');
+    await waitForText(page, '[data-testid=attempts]', '1 of 3');
+    // The page follows the retried job live: releasing it shows it completed.
+    writeFileSync(release, '');
+    await waitForText(page, '.job-title .badge', 'completed');
+    await page.close();
+  });
+
+  it('lists jobs with filters and pages through them by cursor', async () => {
+    const batch = await server.request('POST', '/v1/jobs/batch', {
+      jobs: Array.from({ length: 30 }, (_, i) => ({ type: 'test.sequence', payload: { label: `n${i}` } })),
+    });
+    assert.equal(batch.status, 201);
+    for (const job of batch.body.jobs) await server.waitForJob(job.id);
+    const { page, errors } = await open('#/jobs');
+    await page.locator('input[name=status][value=completed]').check();
+    await page.locator('select[name=type]').selectOption('test.sequence');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.waitForURL(/#\/jobs\?status=completed&type=test\.sequence$/);
+    await waitForRows(page, '[data-testid=job-table]', 25);
+    const newest = await page.locator('[data-testid=job-table] tbody tr').first().getAttribute('data-job');
+    assert.equal(newest, batch.body.jobs.at(-1).id);
+    await page.getByRole('button', { name: 'Older →' }).click();
+    await waitForRows(page, '[data-testid=job-table]', 5);
+    const oldest = await page.locator('[data-testid=job-table] tbody tr').last().getAttribute('data-job');
+    assert.equal(oldest, batch.body.jobs[0].id);
+    await waitForText(page, '.pager .muted', 'page 2');
+    await page.getByRole('button', { name: '← Newer' }).click();
+    await waitForRows(page, '[data-testid=job-table]', 25);
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('filters the list by group and shows a job’s group', async () => {
+    const batch = await server.request('POST', '/v1/jobs/batch', {
+      jobs: [
+        { type: 'noop', group: 'acme' },
+        { type: 'noop', group: 'globex' },
+        { type: 'noop', group: 'acme' },
+      ],
+    });
+    assert.equal(batch.status, 201, batch.text);
+    for (const job of batch.body.jobs) await server.waitForJob(job.id);
+    const [acmeFirst, , acmeSecond] = batch.body.jobs.map((job: { id: string }) => job.id);
+    const { page, errors } = await open('#/jobs');
+    await page.locator('input[name=group]').fill('acme');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.waitForURL(/#\/jobs\?group=acme$/);
+    await waitForRows(page, '[data-testid=job-table]', 2);
+    const rows = page.locator('[data-testid=job-table] tbody tr');
+    assert.deepEqual(
+      [await rows.nth(0).getAttribute('data-job'), await rows.nth(1).getAttribute('data-job')],
+      [acmeSecond, acmeFirst],
+    );
+    await waitForText(page, '[data-testid=job-table] tbody tr .small', 'group acme');
+    await rows.first().locator('a').click();
+    await waitForText(page, '[data-testid=job-group]', 'acme');
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('lists schedules, pauses, resumes and triggers one', async () => {
+    const { page, errors } = await open('#/schedules');
+    const created = await server.request('PUT', '/v1/schedules/nightly', {
+      cron: '0 3 * * *',
+      job: { type: 'noop', payload: { echo: 'nightly' } },
+    });
+    assert.equal(created.status, 201, created.text);
+    await page.reload();
+    const row = page.locator('[data-schedule=nightly]');
+    await waitForText(page, '[data-schedule=nightly] [data-testid=schedule-state]', 'active');
+    await row.getByRole('button', { name: 'Pause' }).click();
+    await waitForText(page, '[data-schedule=nightly] [data-testid=schedule-state]', 'paused');
+    assert.equal((await server.request('GET', '/v1/schedules/nightly')).body.paused, true);
+    await row.getByRole('button', { name: 'Resume' }).click();
+    await waitForText(page, '[data-schedule=nightly] [data-testid=schedule-state]', 'active');
+    await row.getByRole('button', { name: 'Trigger now' }).click();
+    await page.waitForURL(/#\/jobs\/[^/]+$/);
+    await waitForText(page, '[data-testid=job-schedule]', 'nightly');
+    await waitForText(page, '.job-title .badge', 'completed');
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('shows the deliveries of a job’s callback', async () => {
+    // A receiver that turns the first delivery away and takes the second.
+    let calls = 0;
+    const receiver = createServer((request, response) => {
+      request.resume();
+      calls += 1;
+      response.writeHead(calls === 1 ? 503 : 204).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const { port } = receiver.address() as AddressInfo;
+    try {
+      const id = await submit({ type: 'noop', callback: { url: `http://127.0.0.1:${port}/hook` } });
+      await server.waitForJob(id);
+      const { page, errors } = await open(`#/jobs/${id}`);
+      const cell = (row: number, column: number) =>
+        `[data-testid=deliveries] tbody tr:nth-child(${row}) td:nth-child(${column})`;
+      await waitForText(page, cell(1, 3), 'failed');
+      assert.deepEqual(
+        [
+          await page.locator(cell(1, 1)).textContent(),
+          await page.locator(cell(1, 2)).textContent(),
+          await page.locator(cell(1, 4)).textContent(),
+        ],
+        ['job.completed', '1', '503'],
+      );
+      // The retry comes after its backoff; the page reads the deliveries again meanwhile.
+      await waitForText(page, cell(2, 3), 'delivered', 30_000);
+      assert.equal(await page.locator(cell(2, 2)).textContent(), '2');
+      assert.equal(await page.locator(cell(2, 4)).textContent(), '204');
+      assert.match(
+        (await page.locator('main').textContent()) ?? '',
+        new RegExp(`Posts to http://127\\.0\\.0\\.1:${port}/hook`),
+      );
+      assert.deepEqual(errors, []);
+      await page.close();
+    } finally {
+      await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
+
+  it("changes a task's limits and returns to the module's own", async () => {
+    const { page, errors } = await open('#/tasks');
+    const form = page.locator('[data-testid="limits-test.limited"]');
+    await waitForText(page, '[data-task="test.limited"] [data-testid=limits]', '1 at once');
+    await form.locator('input[name=concurrency]').fill('3');
+    await form.locator('input[name=max]').fill('10');
+    await form.locator('input[name=perMs]').fill('1000');
+    await form.getByRole('button', { name: 'Set' }).click();
+    await waitForText(page, '[data-task="test.limited"] [data-testid=limits]', '3 at once, 10 per 1.0 s');
+    const task = (await server.request('GET', '/v1/tasks')).body.tasks.find((t: any) => t.name === 'test.limited');
+    assert.deepEqual(task.override, { concurrency: 3, rateLimit: { max: 10, perMs: 1000 } });
+    await page.locator('[data-testid="limits-test.limited"]').getByRole('button', { name: "Module's own" }).click();
+    await waitForText(page, '[data-task="test.limited"] [data-testid=limits]', '1 at once');
+    const after = (await server.request('GET', '/v1/tasks')).body.tasks.find((t: any) => t.name === 'test.limited');
+    assert.equal(after.override, null);
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  it('fits a phone-width screen on every page without scrolling sideways', async () => {
+    const id = await submit({ type: 'noop', payload: { echo: 'x'.repeat(300) }, metadata: { note: 'y'.repeat(200) } });
+    await server.waitForJob(id);
+    for (const hash of ['#/', '#/jobs', `#/jobs/${id}`, '#/tasks', '#/schedules', '#/nodes']) {
+      const { page, errors } = await open(hash, { width: 375, height: 740 });
+      await page.locator('main h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      assert.equal(await overflowsHorizontally(page), false, `${hash} is wider than the screen`);
+      assert.deepEqual(errors, [], hash);
+      await page.close();
+    }
+  });
+});
+
+describe('dashboard with API tokens', { skip: browserSkipReason() ?? false }, () => {
+  let browser: Browser;
+  let server: TestServer;
+  let dir: string;
+
+  before(async () => {
+    browser = await launchChromium();
+    server = await startServer({ KILN_THREADS: '1', KILN_API_TOKENS: 'first-token,second-token' });
+    dir = mkdtempSync(join(tmpdir(), 'kiln-ui-'));
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('asks for a token, refuses a wrong one, keeps a right one for the tab only', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.url}/ui/`);
+    await page.locator('[data-testid=token-prompt]').waitFor();
+    await page.locator('input[name=token]').fill('wrong-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(page, '[data-testid=token-prompt] [role=alert]', 'The server did not accept the token.');
+    assert.equal(await storageItem(page, 'sessionStorage', 'kiln.token'), null);
+
+    await page.locator('input[name=token]').fill('second-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(page, '[data-testid=threads]', '0 / 1');
+    assert.equal(await storageItem(page, 'sessionStorage', 'kiln.token'), 'second-token');
+    assert.equal(await page.evaluate<number>('localStorage.length'), 0);
+    // A reload in the same tab keeps it; a new tab asks again.
+    await page.reload();
+    await waitForText(page, '[data-testid=threads]', '0 / 1');
+    const other = await context.newPage();
+    await other.goto(`${server.url}/ui/`);
+    await other.locator('[data-testid=token-prompt]').waitFor();
+    await context.close();
+  });
+
+  it('follows a running job’s progress live through the authenticated event stream', async () => {
+    const auth = { authorization: 'Bearer first-token' };
+    const created = await server.request('POST', '/v1/jobs', { type: 'test.steps', payload: { dir, steps: 4 } }, auth);
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id;
+    await server.whenStatus(id, 'running');
+
+    const context = await browser.newContext();
+    await context.addInitScript({ content: "sessionStorage.setItem('kiln.token', 'first-token')" });
+    const page = await context.newPage();
+    const errors = pageErrors(page);
+    const streams: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().endsWith('/events')) streams.push(request.url());
+    });
+    await page.goto(`${server.url}/ui/#/jobs/${id}`);
+    await waitForText(page, '[data-testid=progress-percent]', '0 %');
+    await page.locator('.live').waitFor();
+    for (const [step, percent] of [
+      [1, '25 %'],
+      [2, '50 %'],
+      [3, '75 %'],
+    ] as const) {
+      writeFileSync(join(dir, `step-${step}`), '');
+      await waitForText(page, '[data-testid=progress-percent]', percent);
+    }
+    writeFileSync(join(dir, 'step-4'), '');
+    await waitForText(page, '.job-title .badge', 'completed');
+    await waitForText(page, '[data-testid=progress-percent]', '100 %');
+    // The token travelled in a header: no URL the page asked for carries it.
+    assert.equal(streams.length, 1);
+    assert.ok(streams.every((url) => !url.includes('token')));
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+});
