@@ -4,16 +4,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { startServer, type TestServer } from '../support/kiln.js';
+import { startServer } from '../support/kiln.js';
 
-/** Asks /ready until it answers `status` (the store thread comes back by itself). */
-async function untilReady(server: TestServer, status: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const ready = await server.request('GET', '/ready');
-    if (ready.status === status) return;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  assert.fail(`/ready never answered ${status}`);
+/**
+ * Resolves when the store has started a new thread and rebuilt its index (its `ready`
+ * event); subscribe before stopping the thread so the event cannot come first.
+ */
+function restarted(store: SqliteStore): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const deadline = setTimeout(() => {
+      unsubscribe();
+      reject(new Error('the store never started a new thread'));
+    }, 60_000);
+    const unsubscribe = store.subscribe((event) => {
+      if (event.kind !== 'ready') return;
+      clearTimeout(deadline);
+      unsubscribe();
+      resolve();
+    });
+  });
 }
 
 describe('the store failing under the HTTP API', () => {
@@ -78,8 +87,10 @@ describe('the store failing under the HTTP API', () => {
       assert.equal(before.status, 201);
       await server.waitForJob(before.body.id);
 
-      const thread = (store as SqliteStore | null)?.thread;
-      assert.ok(thread);
+      const opened = store as SqliteStore | null;
+      const thread = opened?.thread;
+      assert.ok(opened && thread);
+      const back = restarted(opened);
       await thread.terminate();
 
       const refused = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { n: 2 } });
@@ -89,7 +100,8 @@ describe('the store failing under the HTTP API', () => {
       } else {
         assert.equal(refused.status, 201, refused.text);
       }
-      await untilReady(server, 200);
+      await back;
+      assert.equal((await server.request('GET', '/ready')).status, 200);
 
       // The attempt that ran through the restart still holds its lease: cancel ends it, once.
       const cancelled = await server.request('POST', `/v1/jobs/${running.body.id}/cancel`);
@@ -127,11 +139,14 @@ describe('the store failing under the HTTP API', () => {
       assert.equal(submitted.status, 201, submitted.text);
       const id = submitted.body.id as string;
       await server.whenStatus(id, 'running');
-      const thread = (store as SqliteStore | null)?.thread;
-      assert.ok(thread);
+      const opened = store as SqliteStore | null;
+      const thread = opened?.thread;
+      assert.ok(opened && thread);
+      const back = restarted(opened);
       await thread.terminate();
       writeFileSync(release, '');
-      await untilReady(server, 200);
+      await back;
+      assert.equal((await server.request('GET', '/ready')).status, 200);
       const job = await server.waitForJob(id);
       assert.equal(job.status, 'completed', JSON.stringify(job));
       assert.equal(job.attempts, 1, 'ran once: its outcome waited for the store instead of being lost');
