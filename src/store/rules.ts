@@ -1,5 +1,5 @@
-import type { JobStatus } from '../jobs/model.js';
-import type { InvalidState } from './store.js';
+import { isTerminal, type JobStatus } from '../jobs/model.js';
+import type { InvalidState, ScheduleFire } from './store.js';
 
 /** Rules of the job state machine that every store applies the same way. */
 
@@ -48,4 +48,22 @@ export function dedupeRival(status: JobStatus, rival: string): InvalidState {
     status,
     `job ${rival} does the same work (same dedupe key) and is not finished; wait for it or cancel it first`,
   );
+}
+
+/**
+ * Whether a schedule tick applies to the schedule row as it is now, read under its lock:
+ * a trigger always does; a tick only while the row still has the `nextRunAt` and
+ * `updatedAt` the caller read (a tick another server fired already, or a schedule
+ * changed since, is not fired).
+ */
+export function tickApplies(
+  expected: ScheduleFire['expected'],
+  current: { next_run_at: number | null; updated_at: number },
+): boolean {
+  return expected === null || (current.next_run_at === expected.nextRunAt && current.updated_at === expected.updatedAt);
+}
+
+/** Whether a tick is skipped for overlap: asked to, and the schedule's last job is not finished. */
+export function tickOverlaps(skipOverlap: boolean, lastJobStatus: JobStatus | undefined): boolean {
+  return skipOverlap && lastJobStatus !== undefined && !isTerminal(lastJobStatus);
 }

@@ -14,16 +14,16 @@ export const SUMMARY_COLUMNS =
 
 export const JOB_COLUMNS = `${SUMMARY_COLUMNS}, payload, result`;
 
-/**
- * Under priority aging, when the first candidate of a level in claim order became
- * ready: a level ages as its next job in fair order, so the level with the best
- * effective priority is taken first and, inside it, groups still take turns.
- */
 /** The first round of each (priority, group) among the rows `from` names, one probe each. */
 const ROUND_BASES = (s: string, from: string) =>
   `(SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
     FROM (SELECT DISTINCT priority, group_key FROM ${from}) g)`;
 
+/**
+ * Under priority aging, when the first candidate of a level in claim order became
+ * ready: a level ages as its next job in fair order, so the level with the best
+ * effective priority is taken first and, inside it, groups still take turns.
+ */
 const LEVEL_HEAD_READY_AT =
   'first_value(c.ready_at) OVER (PARTITION BY c.priority ORDER BY c.round, c.ready_at, c.ready_seq)';
 
@@ -355,10 +355,8 @@ ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, timezone = excluded.timez
   next_run_at = excluded.next_run_at, updated_at = excluded.updated_at
 RETURNING t.*, (xmax = 0) AS created`,
     removeSchedule: `DELETE FROM ${s}.schedules WHERE name = $1`,
-    advanceSchedule: `UPDATE ${s}.schedules SET next_run_at = $2 WHERE name = $1`,
-    recordScheduleRun: `UPDATE ${s}.schedules SET last_run_at = $2, last_job_id = $3 WHERE name = $1`,
-    /** The status of the job a schedule made last (none once that job is removed). */
-    lastJobStatus: `SELECT status FROM ${s}.jobs WHERE id = $1::uuid`,
+    advanceSchedule: `UPDATE ${s}.schedules SET next_run_at = $2 WHERE name = $1 RETURNING *`,
+    recordScheduleRun: `UPDATE ${s}.schedules SET last_run_at = $2, last_job_id = $3 WHERE name = $1 RETURNING *`,
     /**
      * Callback deliveries: lease up to $3 due ones that no live owner holds ($1 for $2 ms),
      * skipping rows another server is leasing this moment.

@@ -72,7 +72,7 @@ import {
   parseOverrides,
 } from '../store.js';
 import { formBatches } from '../micro-batches.js';
-import { dedupeRival, dependencyMessage, invalidState, retryTarget } from '../rules.js';
+import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import { migrate } from './migrate.js';
 import { type Statements, statements } from './sql.js';
 
@@ -1150,18 +1150,17 @@ export class PostgresStore implements JobStore {
     // The row lock orders the servers firing one tick: the second reads the first's next_run_at, and stops.
     const current = (await client.query<ScheduleRow>(this.#sql.lockSchedule, [fire.name])).rows[0];
     if (current === undefined) return { fired: false };
-    const { expected } = fire;
-    if (expected !== null) {
-      if (current.next_run_at !== expected.nextRunAt || current.updated_at !== expected.updatedAt) {
-        return { fired: false };
-      }
-      await client.query(this.#sql.advanceSchedule, [fire.name, fire.nextRunAt]);
+    if (!tickApplies(fire.expected, current)) return { fired: false };
+    // The row as this transaction leaves it: each UPDATE returns it.
+    let row = current;
+    if (fire.expected !== null) {
+      row = (await client.query<ScheduleRow>(this.#sql.advanceSchedule, [fire.name, fire.nextRunAt])).rows[0] ?? row;
     }
     const last =
       current.last_job_id === null
         ? undefined
-        : (await client.query<{ status: JobStatus }>(this.#sql.lastJobStatus, [current.last_job_id])).rows[0];
-    const overlap = fire.skipOverlap && last !== undefined && !isTerminal(last.status);
+        : (await client.query<{ status: JobStatus }>(this.#sql.statusOf, [current.last_job_id])).rows[0];
+    const overlap = tickOverlaps(fire.skipOverlap, last?.status);
     let insert: InsertResult | null = null;
     if (!overlap && fire.job !== null) {
       const answer = await this.#insert(client, [fire.job]);
@@ -1169,10 +1168,10 @@ export class PostgresStore implements JobStore {
       insert = answer;
       const outcome = answer.ok ? answer.outcomes[0] : undefined;
       if (outcome !== undefined) {
-        await client.query(this.#sql.recordScheduleRun, [fire.name, fire.runAt, outcome.job.id]);
+        const recorded = [fire.name, fire.runAt, outcome.job.id];
+        row = (await client.query<ScheduleRow>(this.#sql.recordScheduleRun, recorded)).rows[0] ?? row;
       }
     }
-    const row = (await client.query<ScheduleRow>(this.#sql.schedule, [fire.name])).rows[0] ?? current;
     return { fired: true, schedule: toSchedule(row), overlap, insert };
   }
 

@@ -16,7 +16,7 @@
  */
 import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { dedupeRival, dependencyMessage, invalidState, retryTarget } from '../rules.js';
+import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import type {
   DeliveryAttempt,
   DeliveryRow,
@@ -630,16 +630,10 @@ export class SqliteTransitions {
   ): Answers['fireSchedule'] {
     const current = this.#s.selectSchedule.get(fire.name);
     if (current === undefined) return { fired: false };
-    const { expected } = fire;
-    if (expected !== null) {
-      // Compare-and-set: a tick someone fired already, or a schedule changed since it was read, is not fired.
-      if (current.next_run_at !== expected.nextRunAt || current.updated_at !== expected.updatedAt) {
-        return { fired: false };
-      }
-      this.#s.advanceSchedule.run(fire.nextRunAt, fire.name);
-    }
+    if (!tickApplies(fire.expected, current)) return { fired: false };
+    if (fire.expected !== null) this.#s.advanceSchedule.run(fire.nextRunAt, fire.name);
     const lastStatus = current.last_job_id === null ? undefined : this.#s.selectStatus.get(current.last_job_id);
-    const overlap = fire.skipOverlap && lastStatus !== undefined && !isTerminal(lastStatus);
+    const overlap = tickOverlaps(fire.skipOverlap, lastStatus);
     let insert: InsertAnswer | null = null;
     if (!overlap && row !== null) {
       insert = this.insert([row], now, capacity);
