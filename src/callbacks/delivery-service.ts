@@ -75,6 +75,10 @@ export class CallbackDeliveryService {
   #claiming = false;
   /** A wake-up came while a claim was on its way: claim again after it. */
   #again = false;
+  /** More may be due than the last claim could take (it filled the room, or there was none): claim as attempts end. */
+  #backlog = false;
+  /** When the timer fires (ms, the store's clock). */
+  #timerAt = Infinity;
 
   constructor(options: CallbackDeliveryOptions) {
     this.#options = options;
@@ -101,8 +105,7 @@ export class CallbackDeliveryService {
     this.#stopped = true;
     this.#unsubscribe?.();
     this.#unsubscribe = null;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
+    this.#clearTimer();
     if (graceMs > 0 && this.#inFlight.size > 0) {
       this.#options.onDraining?.(this.#inFlight.size, graceMs);
       let timer: NodeJS.Timeout | undefined;
@@ -121,8 +124,7 @@ export class CallbackDeliveryService {
   /** Look for due deliveries now. */
   wake(): void {
     if (!this.#started || this.#stopped) return;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
+    this.#clearTimer();
     this.#pump();
   }
 
@@ -149,7 +151,10 @@ export class CallbackDeliveryService {
     }
     const room = (this.#options.concurrency ?? DEFAULT_CONCURRENCY) - this.#inFlight.size;
     // A full house: each attempt that ends pumps again.
-    if (room <= 0) return;
+    if (room <= 0) {
+      this.#backlog = true;
+      return;
+    }
     this.#claiming = true;
     this.#again = false;
     this.#store.claimDeliveries(this.#owner, this.#leaseMs, room).then(
@@ -158,7 +163,8 @@ export class CallbackDeliveryService {
         // Claimed as the service stopped: left to their leases.
         if (this.#stopped) return;
         for (const delivery of due) this.#track(this.#attempt(delivery));
-        if (due.length === room || this.#again) this.#pump();
+        this.#backlog = due.length === room;
+        if (this.#backlog || this.#again) this.#pump();
         else void this.#arm();
       },
       (error: unknown) => {
@@ -191,19 +197,32 @@ export class CallbackDeliveryService {
 
   #armIn(delayMs: number): void {
     if (this.#stopped) return;
-    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#clearTimer();
+    this.#timerAt = this.#store.now() + delayMs;
     this.#timer = setTimeout(() => {
       this.#timer = null;
+      this.#timerAt = Infinity;
       this.#pump();
     }, delayMs);
     this.#timer.unref();
   }
 
+  #clearTimer(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#timerAt = Infinity;
+  }
+
+  /**
+   * An attempt ended: its slot goes to the next due delivery if the last claim left some
+   * behind; otherwise the timer (the next due delivery, or the poll) and wake-ups cover
+   * what comes, and an ended attempt costs no claim.
+   */
   #track(attempt: Promise<void>): void {
     this.#inFlight.add(attempt);
     void attempt.finally(() => {
       this.#inFlight.delete(attempt);
-      this.#pump();
+      if (this.#backlog) this.#pump();
     });
   }
 
@@ -236,6 +255,10 @@ export class CallbackDeliveryService {
         retryInMs,
       };
       if (!(await this.#store.recordDeliveryAttempt(attempt))) return;
+      // Its retry is due before the timer would look: look then.
+      if (outcome === 'retry' && !this.#claiming && this.#store.now() + retryInMs < this.#timerAt) {
+        this.#armIn(Math.max(MIN_WAIT_MS, retryInMs));
+      }
       this.#options.onOutcome?.(outcome);
       for (const listener of this.#recordedListeners) listener(attempt);
     } catch (failure) {
