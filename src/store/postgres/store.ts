@@ -546,22 +546,25 @@ export class PostgresStore implements JobStore {
       rows = claimed;
     }
     if (rows.length === 0) return [];
-    const wires = new Map<string, JobWire>();
-    const extra = new Map<string, { previousStart: number | null; seq: number; round: number }>();
+    const claimed = new Map<string, ClaimedRow>();
     const withParents: string[] = [];
     for (const row of rows) {
       const wire = toWire(row);
-      extra.set(wire.id, { previousStart: row.previous_start, seq: row.ready_seq ?? 0, round: Number(row.round) });
+      claimed.set(wire.id, {
+        wire,
+        previousStart: row.previous_start,
+        seq: row.ready_seq ?? 0,
+        round: Number(row.round),
+      });
       wire.parents = [];
       if (wire.dependsOn.length > 0) withParents.push(...wire.dependsOn);
-      wires.set(wire.id, wire);
     }
     if (withParents.length > 0) {
       const parents = await this.#query<{ id: string; type: string; result: string | null }>(this.#sql.parents, [
         [...new Set(withParents)],
       ]).catch(() => null);
       const byId = new Map(parents?.rows.map((row) => [row.id, row]) ?? []);
-      for (const wire of wires.values()) {
+      for (const { wire } of claimed.values()) {
         wire.parents = wire.dependsOn.map((id) => {
           const row = byId.get(id);
           return row === undefined
@@ -570,26 +573,16 @@ export class PostgresStore implements JobStore {
         });
       }
     }
-    // Claim order (the claim index's): priority, the group's turn, ready time, place in line.
-    const ordered = [...wires.values()].sort(
-      (a, b) =>
-        b.priority - a.priority ||
-        (extra.get(a.id)?.round ?? 0) - (extra.get(b.id)?.round ?? 0) ||
-        (a.readyAt ?? 0) - (b.readyAt ?? 0) ||
-        (extra.get(a.id)?.seq ?? 0) - (extra.get(b.id)?.seq ?? 0),
-    );
     const batches: ClaimedJob[][] =
       groups === null
-        ? ordered.map((wire) => [claimedOf(wire)])
+        ? [...claimed.values()].sort(inClaimOrder).map(({ wire }) => [claimedOf(wire)])
         : (groups as string[][])
-            .map((ids) => ids.flatMap((id) => (wires.has(id) ? [claimedOf(wires.get(id) as JobWire)] : [])))
+            .map((ids) =>
+              ids.flatMap((id) => (claimed.has(id) ? [claimedOf((claimed.get(id) as ClaimedRow).wire)] : [])),
+            )
             .filter((batch) => batch.length > 0);
-    for (const wire of wires.values()) {
-      this.#running.set(wire.id, {
-        wire,
-        owner: request.owner,
-        previousStart: extra.get(wire.id)?.previousStart ?? null,
-      });
+    for (const { wire, previousStart } of claimed.values()) {
+      this.#running.set(wire.id, { wire, owner: request.owner, previousStart });
       this.#changed(wire.id, wire.type, 'running', () => jobFromWire(wire));
     }
     return batches;
@@ -1670,6 +1663,24 @@ export class PostgresStore implements JobStore {
     this.#available = true;
     this.#emit({ kind: 'ready' });
   }
+}
+
+/** A claimed row, with what orders it and what the running map keeps. */
+interface ClaimedRow {
+  wire: JobWire;
+  previousStart: number | null;
+  seq: number;
+  round: number;
+}
+
+/** Claim order (the claim index's): priority, the group's turn, ready time, place in line. */
+function inClaimOrder(a: ClaimedRow, b: ClaimedRow): number {
+  return (
+    b.wire.priority - a.wire.priority ||
+    a.round - b.round ||
+    (a.wire.readyAt ?? 0) - (b.wire.readyAt ?? 0) ||
+    a.seq - b.seq
+  );
 }
 
 type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null; round: number | string };
