@@ -1,27 +1,46 @@
-import type { Job } from '../jobs/model.js';
+import type { Job, JobStatus } from '../jobs/model.js';
 
-export type JobListener = (job: Job) => void;
+/** A watched job changed; null: it no longer exists. */
+export type JobListener = (job: Job | null) => void;
+
+/** Reads the jobs with these ids; an id missing from the answer has no job. */
+export type ReadJobs = (ids: string[]) => Promise<Job[]>;
+
+interface Watch {
+  listeners: Set<JobListener>;
+  /** Changes published since the watch began: a sweep's read that saw news arrive is dropped. */
+  news: number;
+  /** What the last change published said (null before any). */
+  last: { status: JobStatus; attempts: number } | null;
+}
 
 /**
  * In-process fan-out of job changes to whoever watches one job (long polls, SSE
  * streams). Publishing a change nobody watches costs one map lookup.
+ *
+ * On a store shared between servers, the news of another server's change travels as a
+ * notification, and one can be lost (a dropped connection). `sweep` reads every watched
+ * job in one store call and publishes what the watchers have not heard: a job whose
+ * status or attempt differs from the last change published, or that is gone. A read
+ * during which news of the job arrived may be older than that news, and is dropped.
  */
 export class JobEvents {
-  readonly #byId = new Map<string, Set<JobListener>>();
+  readonly #byId = new Map<string, Watch>();
+  #sweeping = false;
 
   /** Returns the function that unsubscribes. */
   subscribe(id: string, listener: JobListener): () => void {
-    let listeners = this.#byId.get(id);
-    if (listeners === undefined) {
-      listeners = new Set();
-      this.#byId.set(id, listeners);
+    let watch = this.#byId.get(id);
+    if (watch === undefined) {
+      watch = { listeners: new Set(), news: 0, last: null };
+      this.#byId.set(id, watch);
     }
-    listeners.add(listener);
+    watch.listeners.add(listener);
     return () => {
       const current = this.#byId.get(id);
       if (current === undefined) return;
-      current.delete(listener);
-      if (current.size === 0) this.#byId.delete(id);
+      current.listeners.delete(listener);
+      if (current.listeners.size === 0) this.#byId.delete(id);
     };
   }
 
@@ -32,9 +51,51 @@ export class JobEvents {
 
   /** `job` builds the job object; it is called only when someone watches this one. */
   publish(id: string, job: () => Job): void {
-    const listeners = this.#byId.get(id);
-    if (listeners === undefined) return;
+    const watch = this.#byId.get(id);
+    if (watch === undefined) return;
     const value = job();
-    for (const listener of [...listeners]) listener(value);
+    watch.news += 1;
+    watch.last = { status: value.status, attempts: value.attempts };
+    for (const listener of [...watch.listeners]) listener(value);
+  }
+
+  /**
+   * Reads every watched job with `read` and publishes the changes whose news did not
+   * come. One sweep at a time: a call while one runs does nothing. A failed read
+   * publishes nothing (the next sweep reads again).
+   */
+  async sweep(read: ReadJobs): Promise<void> {
+    if (this.#sweeping || this.#byId.size === 0) return;
+    this.#sweeping = true;
+    try {
+      const before = new Map<string, number>();
+      for (const [id, watch] of this.#byId) before.set(id, watch.news);
+      let jobs: Job[];
+      try {
+        jobs = await read([...before.keys()]);
+      } catch {
+        return;
+      }
+      const found = new Map(jobs.map((job) => [job.id, job]));
+      for (const [id, news] of before) {
+        const watch = this.#byId.get(id);
+        // Unwatched meanwhile, or news came during the read (which may be older than it).
+        if (watch === undefined || watch.news !== news) continue;
+        const job = found.get(id) ?? null;
+        if (job !== null && watch.last !== null && watch.last.status === job.status) {
+          if (watch.last.attempts === job.attempts) continue;
+        }
+        if (job === null) {
+          this.#byId.delete(id);
+          for (const listener of [...watch.listeners]) listener(null);
+          continue;
+        }
+        watch.news += 1;
+        watch.last = { status: job.status, attempts: job.attempts };
+        for (const listener of [...watch.listeners]) listener(job);
+      }
+    } finally {
+      this.#sweeping = false;
+    }
   }
 }

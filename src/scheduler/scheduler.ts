@@ -127,8 +127,11 @@ export interface SchedulerLogger {
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
-/** How often a long poll reads its job again, in case the event of its end went missing. */
-const WAIT_RECHECK_MS = 1000;
+/**
+ * How often a server of a shared store reads every watched job again (long polls, event
+ * streams), in case the notification of another server's change went missing.
+ */
+const WATCH_SWEEP_MS = 1000;
 /** Terminal jobs deleted per store call by the retention purge. */
 const PURGE_CHUNK = 1000;
 const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
@@ -163,6 +166,7 @@ export class Scheduler {
   #overridesTimer: NodeJS.Timeout | null = null;
   #draining = false;
   #retentionTimer: NodeJS.Timeout | null = null;
+  #sweepTimer: NodeJS.Timeout | null = null;
   /** Terminal jobs per second over the last seconds, for Retry-After hints. */
   readonly #finishRate = new RateWindow(10);
   #stopping: Promise<void> | null = null;
@@ -243,6 +247,11 @@ export class Scheduler {
     this.#started = true;
     this.#retentionTimer = setInterval(() => void this.purgeExpired(), RETENTION_INTERVAL_MS);
     this.#retentionTimer.unref();
+    const readMany = this.#store.getMany?.bind(this.#store);
+    if (this.#store.nodes !== undefined && readMany !== undefined) {
+      this.#sweepTimer = setInterval(() => void this.events.sweep(readMany), WATCH_SWEEP_MS);
+      this.#sweepTimer.unref();
+    }
     void this.purgeExpired();
     // Attempts whose lease ran out while no server held them (after a crash) run again now.
     const recovered = await this.#rescuer.runOnce();
@@ -333,6 +342,8 @@ export class Scheduler {
       await this.schedules.stop();
       if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
       this.#retentionTimer = null;
+      if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
+      this.#sweepTimer = null;
       this.#rescuer.stop();
       if (this.#overridesTimer !== null) clearInterval(this.#overridesTimer);
       this.#overridesTimer = null;
@@ -564,7 +575,7 @@ export class Scheduler {
       settle = resolve;
     });
     const unsubscribe = this.events.subscribe(id, (job) => {
-      if (isTerminal(job.status)) settle?.();
+      if (job === null || isTerminal(job.status)) settle?.();
     });
     const timer = setTimeout(() => settle?.(), waitMs);
     const onAbort = () => settle?.();
@@ -573,21 +584,8 @@ export class Scheduler {
     try {
       const job = await this.#store.get(id).catch(unavailable);
       if (job === null || isTerminal(job.status)) return job;
-      // A change made by another server arrives as a notification; should one be lost,
-      // a read once a second still sees the job end.
-      const recheck = setInterval(() => {
-        this.#store.get(id).then(
-          (now) => {
-            if (now === null || isTerminal(now.status)) settle?.();
-          },
-          () => undefined,
-        );
-      }, WAIT_RECHECK_MS);
-      try {
-        await terminal;
-      } finally {
-        clearInterval(recheck);
-      }
+      // A change another server made whose notification was lost shows in the watch sweep.
+      await terminal;
       return await this.#store.get(id).catch(unavailable);
     } finally {
       clearTimeout(timer);

@@ -82,6 +82,12 @@ export interface JobStore {
   remove(id: string): Promise<'removed' | InvalidState | null>;
 
   get(id: string): Promise<Job | null>;
+  /**
+   * The jobs with these ids, in one read (ids with no job are left out). Stores shared
+   * between servers have it: a server reads its watched jobs again with it, in case the
+   * notification of another server's change was lost.
+   */
+  getMany?(ids: readonly string[]): Promise<Job[]>;
   list(filter: ListFilter): Promise<Page>;
   counts(): Promise<QueueCounts>;
 

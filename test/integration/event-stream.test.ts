@@ -47,7 +47,7 @@ describe('the event stream of a job changed while the stream opens', () => {
         const open = new Promise<void>((resolve) => (opened = resolve));
         const started = new Promise<void>((resolve) => {
           const unsubscribe = server.kiln.scheduler.events.subscribe(id, (job) => {
-            if (job.status !== 'running') return;
+            if (job?.status !== 'running') return;
             unsubscribe();
             resolve();
           });

@@ -63,7 +63,7 @@ export async function startServer(
     whenStatus(id, status) {
       return new Promise((resolve, reject) => {
         const unsubscribe = kiln.scheduler.events.subscribe(id, (job) => {
-          if (job.status === status) {
+          if (job?.status === status) {
             unsubscribe();
             resolve(job);
           }

@@ -243,8 +243,8 @@ async function streamJobEvents(
 ): Promise<void> {
   // Subscribe before reading, so no change between the read and the subscription is
   // lost; changes seen before the first frame are only replayed if they end the job.
-  const early: Job[] = [];
-  let send: (job: Job) => void = (job) => {
+  const early: (Job | null)[] = [];
+  let send: (job: Job | null) => void = (job) => {
     early.push(job);
   };
   const unsubscribe = scheduler.events.subscribe(id, (job) => send(job));
@@ -268,21 +268,9 @@ async function streamJobEvents(
     'x-accel-buffering': 'no',
   });
   let shown = '';
-  let writes = 0;
-  const keepalive = setInterval(() => {
-    raw.write(': keepalive\n\n');
-    // A change whose news was lost (a notification between servers) shows here at the
-    // latest; a read overtaken by news written meanwhile is dropped.
-    const before = writes;
-    scheduler.get(id).then(
-      (now) => {
-        if (writes !== before || raw.writableEnded) return;
-        if (now === null) close();
-        else if (JSON.stringify(renderJob(now)) !== shown) write(now);
-      },
-      () => undefined,
-    );
-  }, SSE_KEEPALIVE_MS);
+  // A change whose news was lost (a notification between servers) comes from the
+  // scheduler's sweep of watched jobs, as any other change.
+  const keepalive = setInterval(() => raw.write(': keepalive\n\n'), SSE_KEEPALIVE_MS);
   keepalive.unref();
   const close = () => {
     clearInterval(keepalive);
@@ -294,10 +282,9 @@ async function streamJobEvents(
   // A draining server ends its streams, so clients reconnect to a live one.
   if (scheduler.drainSignal.aborted) queueMicrotask(close);
   else scheduler.drainSignal.addEventListener('abort', close, { once: true });
-  const write = (current: Job) => {
+  const write = (current: Job, text = JSON.stringify(renderJob(current))) => {
     if (raw.writableEnded) return;
-    writes += 1;
-    shown = JSON.stringify(renderJob(current));
+    shown = text;
     raw.write(`event: job\ndata: ${shown}\n\n`);
     if (isTerminal(current.status)) close();
   };
@@ -307,7 +294,11 @@ async function streamJobEvents(
   // the news and the read travel over different connections. Read again until a read
   // sees no news arrive, so the stream never rests on a state the job has left.
   for (let round = 0; early.length > 0 && !raw.writableEnded; round++) {
-    const ending = early.find((e) => isTerminal(e.status));
+    if (early.includes(null)) {
+      close();
+      return;
+    }
+    const ending = (early as Job[]).find((e) => isTerminal(e.status));
     if (ending !== undefined) {
       write(ending);
       return;
@@ -319,7 +310,16 @@ async function streamJobEvents(
       close();
       return;
     }
-    if (JSON.stringify(renderJob(fresh)) !== shown) write(fresh);
+    const text = JSON.stringify(renderJob(fresh));
+    if (text !== shown) write(fresh, text);
   }
-  send = write;
+  // A job gone (removed elsewhere) ends the stream; the sweep may tell what was shown already.
+  send = (current) => {
+    if (current === null) {
+      close();
+      return;
+    }
+    const text = JSON.stringify(renderJob(current));
+    if (text !== shown || isTerminal(current.status)) write(current, text);
+  };
 }

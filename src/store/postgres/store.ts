@@ -1024,9 +1024,20 @@ export class PostgresStore implements JobStore {
   async get(id: string): Promise<Job | null> {
     if (!UUID.test(id)) return null;
     const row = (await this.#query<JobRow>(this.#sql.get, [id])).rows[0];
-    if (row === undefined) return null;
+    return row === undefined ? null : this.#jobOf(row);
+  }
+
+  async getMany(ids: readonly string[]): Promise<Job[]> {
+    const valid = ids.filter((id) => UUID.test(id));
+    if (valid.length === 0) return [];
+    const rows = (await this.#query<JobRow>(this.#sql.getMany, [valid])).rows;
+    return rows.map((row) => this.#jobOf(row));
+  }
+
+  /** A job as read, with the progress of its attempt here if that is newer than the stored one. */
+  #jobOf(row: JobRow): Job {
     const job = jobFromWire(toWire(row));
-    const running = this.#running.get(id);
+    const running = this.#running.get(job.id);
     if (running !== undefined && job.status === 'running' && running.wire.attempts === job.attempts) {
       job.progress = running.wire.progress;
     }
