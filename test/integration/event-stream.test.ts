@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { request as httpGet } from 'node:http';
 import { describe, it } from 'node:test';
 import type { Job } from '../../src/jobs/model.js';
 import { writeFileSync } from 'node:fs';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { takeSseJobs } from '../support/http.js';
+import { followJobEvents } from '../support/http.js';
 import { startServer } from '../support/kiln.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -37,7 +36,6 @@ describe('the event stream of a job changed while the stream opens', () => {
       return store;
     });
     const stream = new Promise<string[]>((resolve, reject) => {
-      const seen: string[] = [];
       void (async () => {
         await server.request('POST', '/v1/queue/pause');
         const created = await server.request('POST', '/v1/jobs', { type: 'test.hold', payload: { release } });
@@ -53,26 +51,14 @@ describe('the event stream of a job changed while the stream opens', () => {
           });
         });
         gate = { id, opened, started };
-        const request = httpGet(`${server.url}/v1/jobs/${id}/events`, (response) => {
-          response.setEncoding('utf8');
-          let buffer = '';
-          response.on('data', (chunk: string) => {
-            buffer += chunk;
-            const taken = takeSseJobs(buffer);
-            buffer = taken.rest;
-            for (const job of taken.jobs) {
-              seen.push(job.status);
-              // Released only once the stream has shown the attempt.
-              if (job.status === 'running') writeFileSync(release, '');
-              if (job.status === 'completed') request.destroy();
-            }
-          });
-          response.on('close', () => resolve(seen));
+        const events = followJobEvents(server.url, id, (job) => {
+          // Released only once the stream has shown the attempt.
+          if (job.status === 'running') writeFileSync(release, '');
+          if (job.status === 'completed') events.stop();
         });
-        request.on('error', reject);
-        request.end();
+        events.ended.then((shown) => resolve(shown.map((job) => job.status)), reject);
         // Should the stream rest on the missed state, the test's timeout ends it and the assertion tells.
-        t.signal.addEventListener('abort', () => request.destroy(), { once: true });
+        t.signal.addEventListener('abort', () => events.stop(), { once: true });
         // The stream's read has the job queued; now the job starts.
         await open;
         await server.request('POST', '/v1/queue/resume');

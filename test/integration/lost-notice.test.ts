@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { request as httpGet } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { takeSseJobs } from '../support/http.js';
+import { followJobEvents } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
@@ -25,32 +24,17 @@ describe('watchers of a job changed without a notification (PostgreSQL)', { time
     await dropSchema(schema);
   });
 
-  /** Opens the job's event stream; resolves once its first frame came, with what it shows until it ends. */
-  async function openStream(id: string): Promise<{ first: string; rest: Promise<string[]> }> {
-    return new Promise((resolveOpen, reject) => {
-      const seen: string[] = [];
+  /** Opens the job's event stream; resolves once its first frame came, with the statuses it shows after it. */
+  function openStream(id: string): Promise<{ first: string; rest: Promise<string[]> }> {
+    return new Promise((resolve, reject) => {
       let opened = false;
-      let ended!: (statuses: string[]) => void;
-      const rest = new Promise<string[]>((resolve) => (ended = resolve));
-      const request = httpGet(`${server.url}/v1/jobs/${id}/events`, (response) => {
-        assert.equal(response.statusCode, 200);
-        response.setEncoding('utf8');
-        let buffer = '';
-        response.on('data', (chunk: string) => {
-          buffer += chunk;
-          const taken = takeSseJobs(buffer);
-          buffer = taken.rest;
-          for (const job of taken.jobs) {
-            if (!opened) {
-              opened = true;
-              resolveOpen({ first: job.status, rest });
-            } else seen.push(job.status);
-          }
-        });
-        response.on('close', () => ended(seen));
+      // The callback runs once a frame came, after followJobEvents answered.
+      const stream = followJobEvents(server.url, id, (job) => {
+        if (opened) return;
+        opened = true;
+        resolve({ first: job.status, rest: stream.ended.then((shown) => shown.slice(1).map((j) => j.status)) });
       });
-      request.on('error', reject);
-      request.end();
+      stream.ended.catch(reject);
     });
   }
 

@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { createServer, get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** What the test helpers answer for an HTTP request. */
@@ -53,6 +53,49 @@ export function takeSseJobs(buffer: string): { jobs: any[]; rest: string } {
     jobs.push(JSON.parse(data));
   }
   return { jobs, rest };
+}
+
+/** An open GET /v1/jobs/{id}/events. */
+export interface JobStream {
+  /** Settles when the stream has ended (the server closed it, or `stop`), with every job it showed. */
+  ended: Promise<any[]>;
+  /** Closes the stream. */
+  stop(): void;
+}
+
+/**
+ * Follows a job's event stream: `onJob` hears each job it shows. Rejects `ended` if the
+ * answer is not 200. node:http rather than fetch: destroying the request closes the
+ * socket at once, where a cancelled fetch body leaves the connection open for seconds.
+ */
+export function followJobEvents(url: string, id: string, onJob: (job: any) => void = () => {}): JobStream {
+  const shown: any[] = [];
+  let request!: ReturnType<typeof httpGet>;
+  const ended = new Promise<any[]>((resolve, reject) => {
+    request = httpGet(`${url}/v1/jobs/${id}/events`, (response) => {
+      if (response.statusCode !== 200) {
+        request.destroy();
+        reject(new Error(`GET /v1/jobs/${id}/events: ${response.statusCode}`));
+        return;
+      }
+      response.setEncoding('utf8');
+      let buffer = '';
+      response.on('data', (chunk: string) => {
+        buffer += chunk;
+        const taken = takeSseJobs(buffer);
+        buffer = taken.rest;
+        for (const job of taken.jobs) {
+          shown.push(job);
+          onJob(job);
+        }
+      });
+      response.on('close', () => resolve(shown));
+    });
+    request.on('error', reject);
+  });
+  // A stream stopped before its answer came rejects, and its caller may not be waiting.
+  ended.catch(() => {});
+  return { ended, stop: () => request.destroy() };
 }
 
 /** `http://127.0.0.1:<port>` of a port that was free a moment ago and has nothing listening now. */

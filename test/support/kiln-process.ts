@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { requestJson, takeSseJobs, type TestResponse } from './http.js';
+import { followJobEvents, requestJson, type TestResponse } from './http.js';
 import { fixtureTasksDir, repoRoot } from './paths.js';
 
 /**
@@ -152,36 +151,18 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
       }
       throw new Error(`job ${id} is not finished after ${rounds} long polls: ${last?.text}`);
     },
-    waitForStatus(id, status) {
-      // node:http rather than fetch: destroying the request closes the socket at once,
-      // where a cancelled fetch body leaves the connection to the server for seconds.
-      return new Promise((resolve, reject) => {
-        const seen: string[] = [];
-        const request = httpGet(`${url}/v1/jobs/${id}/events`, (response) => {
-          if (response.statusCode !== 200) {
-            request.destroy();
-            reject(new Error(`GET /v1/jobs/${id}/events: ${response.statusCode}`));
-            return;
-          }
-          response.setEncoding('utf8');
-          let buffer = '';
-          response.on('data', (chunk: string) => {
-            buffer += chunk;
-            const taken = takeSseJobs(buffer);
-            buffer = taken.rest;
-            for (const job of taken.jobs) {
-              seen.push(job.status);
-              if (job.status === status) {
-                request.destroy();
-                resolve(job);
-                return;
-              }
-            }
-          });
-          response.on('end', () => reject(new Error(`job ${id} never showed ${status}; it went ${seen.join(' → ')}`)));
-        });
-        request.on('error', reject);
+    async waitForStatus(id, status) {
+      let found: any;
+      const stream = followJobEvents(url, id, (job) => {
+        if (found !== undefined || job.status !== status) return;
+        found = job;
+        stream.stop();
       });
+      const shown = await stream.ended;
+      if (found === undefined) {
+        throw new Error(`job ${id} never showed ${status}; it went ${shown.map((job) => job.status).join(' → ')}`);
+      }
+      return found;
     },
   };
 }
