@@ -419,23 +419,18 @@ describe('kiln wait shows progress', () => {
       env: cliEnv({ KILN_URL: server.url }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const lines: string[] = [];
     const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-    const waiters: Array<() => void> = [];
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line);
-      waiters.splice(0).forEach((wake) => wake());
-    });
-    const lineLike = async (pattern: RegExp) => {
-      while (!lines.some((line) => pattern.test(line))) await new Promise<void>((resolve) => waiters.push(resolve));
-    };
-    await lineLike(/ {2}running( {2}0% .*)?$/);
+    const output = watchOutput(child);
+    // A whole line (ended by its newline) like `pattern`, with `m`: ^ and $ at line ends.
+    const lineLike = (pattern: RegExp) => output.until((text) => pattern.test(text.slice(0, text.lastIndexOf('\n'))));
+    await lineLike(/ {2}running( {2}0% .*)?$/m);
     job.step(1);
-    await lineLike(/ running {2}33% step 1 of 3$/);
+    await lineLike(/ running {2}33% step 1 of 3$/m);
     job.step(2);
-    await lineLike(/ running {2}67% step 2 of 3$/);
+    await lineLike(/ running {2}67% step 2 of 3$/m);
     job.step(3);
     assert.equal(await exited, 0);
+    const lines = output.text().split('\n');
     const progress = lines.filter((line) => line.startsWith('20'));
     for (const line of progress) assert.match(line, new RegExp(`^\\S+Z  ${job.id}  (queued|running|completed)( .*)?$`));
     assert.ok(!lines.join('\n').includes('\r'));

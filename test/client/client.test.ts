@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
@@ -16,6 +15,7 @@ import {
 } from '../../src/client/index.js';
 import { isTerminal, JOB_STATUSES as SERVER_STATUSES } from '../../src/jobs/model.js';
 import { closedPortUrl } from '../support/http.js';
+import { type Receiver, startReceiver } from '../support/receiver.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 /** Waits for nothing and keeps what it was asked to wait, so retries are checked without wall time. */
@@ -276,30 +276,20 @@ describe('the typed client retrying 429 from a real server', () => {
 });
 
 describe('the typed client retrying against a plain HTTP server', () => {
-  let server: Server;
+  let server: Receiver;
   let url: string;
-  let answer: (request: IncomingMessage, response: ServerResponse, count: number) => void;
-  let bodies: string[];
+  /** What the server answers; `count` is 1 for the first request of a test. */
+  let answer: (response: ServerResponse, count: number) => void;
+  /** The bodies of the requests of this test, as they came. */
+  const bodies = (): string[] => server.received.map((request) => request.rawBody);
   before(async () => {
-    server = createServer((request, response) => {
-      let body = '';
-      request.setEncoding('utf8');
-      request.on('data', (chunk: string) => (body += chunk));
-      request.on('end', () => {
-        bodies.push(body);
-        answer(request, response, bodies.length);
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    server = await startReceiver((_request, n, response) => answer(response, n + 1));
+    url = server.url;
   });
   afterEach(() => {
-    bodies = [];
+    server.received.length = 0;
   });
-  after(async () => {
-    await new Promise((resolve) => server.close(resolve));
-  });
-  bodies = [];
+  after(() => server.close());
 
   const problem = (response: ServerResponse, status: number, code: string, headers: Record<string, string> = {}) => {
     response.writeHead(status, { 'content-type': 'application/problem+json', ...headers });
@@ -307,7 +297,7 @@ describe('the typed client retrying against a plain HTTP server', () => {
   };
 
   it('retries a 429 after the Retry-After seconds, with the same request', async () => {
-    answer = (_request, response, count) => {
+    answer = (response, count) => {
       if (count === 1) return problem(response, 429, 'queue_full', { 'retry-after': '1' });
       response.writeHead(201, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ id: 'job-1', status: 'queued' }));
@@ -316,35 +306,36 @@ describe('the typed client retrying against a plain HTTP server', () => {
     const job = await new KilnClient({ url, retry: { sleep } }).submit({ type: 'noop', payload: { n: 1 } });
     assert.equal(job.id, 'job-1');
     assert.deepEqual(sleeps, [1000]);
-    assert.equal(bodies.length, 2);
-    assert.equal(bodies[1], bodies[0]);
-    assert.deepEqual(JSON.parse(bodies[0]!), { type: 'noop', payload: { n: 1 } });
+    const [first, second, ...more] = bodies();
+    assert.equal(more.length, 0);
+    assert.equal(second, first);
+    assert.deepEqual(JSON.parse(first ?? ''), { type: 'noop', payload: { n: 1 } });
   });
 
   it('gives up after the bounded attempts and throws the last problem', async () => {
-    answer = (_request, response) => problem(response, 503, 'shutting_down', { 'retry-after': '2' });
+    answer = (response) => problem(response, 503, 'shutting_down', { 'retry-after': '2' });
     const { sleeps, sleep } = recordingSleep();
     const error = await caught(new KilnClient({ url, retry: { sleep, attempts: 3 } }).queue());
     assert.equal(error.status, 503);
     assert.equal(error.code, 'shutting_down');
     assert.equal(error.detail, 'shutting_down detail');
     assert.deepEqual(sleeps, [2000, 2000]);
-    assert.equal(bodies.length, 3);
+    assert.equal(bodies().length, 3);
   });
 
   it('without Retry-After backs off exponentially, and never waits longer than maxDelayMs', async () => {
-    answer = (_request, response) => problem(response, 503, 'store_unavailable');
+    answer = (response) => problem(response, 503, 'store_unavailable');
     const backoff = recordingSleep();
     await caught(new KilnClient({ url, retry: { sleep: backoff.sleep, attempts: 4 } }).queue());
     assert.deepEqual(backoff.sleeps, [1000, 2000, 4000]);
-    answer = (_request, response) => problem(response, 429, 'queue_full', { 'retry-after': '120' });
+    answer = (response) => problem(response, 429, 'queue_full', { 'retry-after': '120' });
     const capped = recordingSleep();
     await caught(new KilnClient({ url, retry: { sleep: capped.sleep, attempts: 2, maxDelayMs: 5000 } }).queue());
     assert.deepEqual(capped.sleeps, [5000]);
   });
 
   it('does not retry other failures, and names an answer that is not a problem document', async () => {
-    answer = (_request, response) => {
+    answer = (response) => {
       response.writeHead(502, { 'content-type': 'text/html' });
       response.end('<html>Bad Gateway</html>');
     };
@@ -355,7 +346,7 @@ describe('the typed client retrying against a plain HTTP server', () => {
     assert.match(error.detail, /502/);
     assert.equal(error.problem, null);
     assert.deepEqual(sleeps, []);
-    assert.equal(bodies.length, 1);
+    assert.equal(bodies().length, 1);
   });
 
   it('reads Retry-After as seconds or as an HTTP date', () => {

@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
+import { closedPortUrl } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 /** How long Prometheus may take to start and to scrape what a test waits for. */
@@ -18,17 +18,6 @@ const POLL_MS = 200;
 interface Sample {
   metric: Record<string, string>;
   value: [number, string];
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
 }
 
 /** Whether the prometheus binary is there; missing under CI=true fails instead. */
@@ -67,8 +56,8 @@ describe(
           scrape_configs: [{ job_name: 'kiln', static_configs: [{ targets: [new URL(kiln.url).host] }] }],
         }),
       );
-      const port = await freePort();
-      api = `http://127.0.0.1:${port}`;
+      api = await closedPortUrl();
+      const { port } = new URL(api);
       prometheus = spawn(
         'prometheus',
         [

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { inheritedEnv, killAllKilns, mainScript, spawnKiln } from '../support/kiln-process.js';
-import { collect } from '../support/cli.js';
+import { collect, watchOutput } from '../support/cli.js';
 import { fixtureTasksDir, repoRoot } from '../support/paths.js';
 
 /** Runs `node dist/src/main.js` with `env` until it exits by itself; answers its exit code and output. */
@@ -148,22 +148,9 @@ async function onTerminal(env: Record<string, string>): Promise<{ lines: string[
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = once(child, 'exit');
-  const seen = (pattern: RegExp) =>
-    new Promise<RegExpExecArray>((resolve, reject) => {
-      const look = () => {
-        const match = pattern.exec(plain(output));
-        if (match === null) return false;
-        child.stdout?.off('data', look);
-        resolve(match);
-        return true;
-      };
-      if (look()) return;
-      child.stdout?.on('data', look);
-      void exited.then(() => reject(new Error(`script exited before ${pattern}: ${output}`)));
-    });
+  const output = watchOutput(child);
+  const exited = once(child, 'close');
+  const seen = (pattern: RegExp) => output.match(pattern, plain);
   const serving = (await seen(/^.*kiln is serving.*$/m))[0];
   const address = /"address":"(http:\/\/[^"]+)"/.exec(serving)?.[1];
   assert.ok(address !== undefined, serving);
@@ -173,7 +160,7 @@ async function onTerminal(env: Record<string, string>): Promise<{ lines: string[
   process.kill(nodes.nodes[0]!.pid, 'SIGTERM');
   await exited;
   return {
-    lines: plain(output)
+    lines: plain(output.text())
       .split(/\r?\n/)
       .filter((line) => line.trim() !== ''),
   };

@@ -2,17 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { JobStats, STATS_BUCKET_MS } from '../../src/scheduler/job-stats.js';
 import { HISTOGRAM_BINS, LatencyHistogram } from '../../src/scheduler/latency-histogram.js';
-
-/** A clock the test moves by hand. */
-function fakeClock(startMs: number) {
-  let now = startMs;
-  return {
-    now: () => now,
-    advance(ms: number) {
-      now += ms;
-    },
-  };
-}
+import { FakeClock } from '../support/fake-clock.js';
 
 /** Within the histogram's promise of ±4.5 % of the true value. */
 function near(actual: number | null, expected: number): void {
@@ -81,7 +71,7 @@ describe('JobStats', () => {
   const start = 1_800_000_000_000 - (1_800_000_000_000 % STATS_BUCKET_MS);
 
   it('counts per 10-second bucket, oldest first, the current bucket last, empty ones included', () => {
-    const clock = fakeClock(start);
+    const clock = new FakeClock(start);
     const stats = new JobStats({ now: clock.now });
     stats.submitted(3);
     stats.finished('completed');
@@ -123,14 +113,14 @@ describe('JobStats', () => {
   });
 
   it('rounds a window up to whole buckets and never reaches past an hour', () => {
-    const stats = new JobStats({ now: fakeClock(start).now });
+    const stats = new JobStats({ now: new FakeClock(start).now });
     assert.equal(stats.window(65).buckets.length, 7);
     assert.equal(stats.window(3600).buckets.length, 360);
     assert.equal(stats.window(7200).buckets.length, 360);
   });
 
   it('forgets a bucket once the ring comes round to its slot an hour later', () => {
-    const clock = fakeClock(start);
+    const clock = new FakeClock(start);
     const stats = new JobStats({ now: clock.now });
     stats.submitted(7);
     stats.ran(10);
@@ -148,7 +138,7 @@ describe('JobStats', () => {
   });
 
   it('leaves samples older than the window out of the totals', () => {
-    const clock = fakeClock(start);
+    const clock = new FakeClock(start);
     const stats = new JobStats({ now: clock.now });
     stats.waited(1000);
     clock.advance(120_000);

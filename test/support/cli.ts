@@ -59,6 +59,8 @@ export function collect(child: ChildProcess): Promise<CliRun> {
 export function watchOutput(child: ChildProcess): {
   text(): string;
   until(test: (text: string) => boolean): Promise<void>;
+  /** The first match of `pattern` in the output (as `view` shows it) once there is one. */
+  match(pattern: RegExp, view?: (text: string) => string): Promise<RegExpExecArray>;
 } {
   let text = '';
   let closed = false;
@@ -87,6 +89,11 @@ export function watchOutput(child: ChildProcess): {
       if (test(text)) return Promise.resolve();
       if (closed) return Promise.reject(new Error(`the command has exited; it wrote: ${JSON.stringify(text)}`));
       return new Promise((resolve, reject) => waiters.push({ test, resolve, reject }));
+    },
+    async match(pattern, view = (whole) => whole) {
+      let found: RegExpExecArray | null = null;
+      await this.until((whole) => (found = pattern.exec(view(whole))) !== null);
+      return found as unknown as RegExpExecArray;
     },
   };
 }

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +14,7 @@ import {
   waitForText,
 } from '../support/browser.js';
 import { startServer, type TestServer } from '../support/kiln.js';
+import { startReceiver } from '../support/receiver.js';
 
 /**
  * The dashboard in a real headless Chromium against a real Kiln: what a person sees
@@ -196,16 +195,9 @@ describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
 
   it('shows the deliveries of a job’s callback', async () => {
     // A receiver that turns the first delivery away and takes the second.
-    let calls = 0;
-    const receiver = createServer((request, response) => {
-      request.resume();
-      calls += 1;
-      response.writeHead(calls === 1 ? 503 : 204).end();
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-    const { port } = receiver.address() as AddressInfo;
+    const receiver = await startReceiver((_request, n, response) => response.writeHead(n === 0 ? 503 : 204).end());
     try {
-      const id = await submit({ type: 'noop', callback: { url: `http://127.0.0.1:${port}/hook` } });
+      const id = await submit({ type: 'noop', callback: { url: `${receiver.url}/hook` } });
       await server.waitForJob(id);
       const { page, errors } = await open(`#/jobs/${id}`);
       const cell = (row: number, column: number) =>
@@ -223,14 +215,12 @@ describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
       await waitForText(page, cell(2, 3), 'delivered', 30_000);
       assert.equal(await page.locator(cell(2, 2)).textContent(), '2');
       assert.equal(await page.locator(cell(2, 4)).textContent(), '204');
-      assert.match(
-        (await page.locator('main').textContent()) ?? '',
-        new RegExp(`Posts to http://127\\.0\\.0\\.1:${port}/hook`),
-      );
+      const main = (await page.locator('main').textContent()) ?? '';
+      assert.ok(main.includes(`Posts to ${receiver.url}/hook`), main);
       assert.deepEqual(errors, []);
       await page.close();
     } finally {
-      await new Promise((resolve) => receiver.close(resolve));
+      await receiver.close();
     }
   });
 

@@ -5,8 +5,6 @@
  * to show. Writes docs/screenshots/*.png.
  */
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,6 +12,7 @@ import type { Page } from 'playwright-core';
 import { launchChromium, waitForText } from '../support/browser.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 import { fixtureTasksDir, repoRoot } from '../support/paths.js';
+import { startReceiver } from '../support/receiver.js';
 
 const outDir = join(repoRoot, 'docs', 'screenshots');
 const loadSeconds = Number(process.env.SCREENSHOT_LOAD_SECONDS ?? 120);
@@ -60,12 +59,8 @@ async function main(): Promise<void> {
   for (const task of ['test.steps.mjs', 'test.hold.mjs'])
     copyFileSync(join(fixtureTasksDir, task), join(tasksDir, task));
   // A receiver of callbacks on this machine (a private address, allowed here), which takes every delivery.
-  const receiver = createServer((request, response) => {
-    request.resume();
-    response.writeHead(204).end();
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/kiln-hook`;
+  const receiver = await startReceiver();
+  const hook = `${receiver.url}/kiln-hook`;
   const server = await startServer({
     KILN_THREADS: '2',
     KILN_STORE: 'sqlite',
@@ -147,7 +142,7 @@ async function main(): Promise<void> {
   } finally {
     await browser.close();
     await server.close();
-    await new Promise((resolve) => receiver.close(resolve));
+    await receiver.close();
     rmSync(holdDir, { recursive: true, force: true });
   }
 }
