@@ -38,8 +38,6 @@ export interface ScheduleRunnerOptions {
   admitted(inserted: Extract<InsertResult, { ok: true }>): void;
   /** The error a client gets for an insert the store refused. */
   refusal(inserted: Extract<InsertResult, { ok: false }>): KilnError;
-  /** Read the schedules again this often (a store shared by several servers); null: never. */
-  reloadMs: number | null;
   /** Turns a store failure into the error a client gets (503 store_unavailable); rethrows anything else. */
   storeFailed(error: unknown): never;
 }
@@ -61,7 +59,6 @@ export class ScheduleRunner {
   #schedules = new Map<string, Schedule>();
   readonly #timetables = new Map<string, { key: string; timetable: Timetable }>();
   #cancelTimer: (() => void) | null = null;
-  #reloadTimer: NodeJS.Timeout | null = null;
   /** The pass over due ticks in progress, and whether another must follow it. */
   #pass: Promise<void> | null = null;
   #again = false;
@@ -79,11 +76,7 @@ export class ScheduleRunner {
   async start(): Promise<void> {
     if (this.#started) return;
     this.#started = true;
-    await this.#reload();
-    if (this.#options.reloadMs !== null) {
-      this.#reloadTimer = setInterval(() => void this.#reload().catch(() => undefined), this.#options.reloadMs);
-      this.#reloadTimer.unref();
-    }
+    await this.reload();
   }
 
   /** Stop ticking; a pass under way ends after its current tick. Safe to call twice. */
@@ -91,8 +84,6 @@ export class ScheduleRunner {
     this.#stopped = true;
     this.#cancelTimer?.();
     this.#cancelTimer = null;
-    if (this.#reloadTimer !== null) clearInterval(this.#reloadTimer);
-    this.#reloadTimer = null;
     await this.whenIdle();
   }
 
@@ -281,7 +272,8 @@ export class ScheduleRunner {
 
   // ── the schedules in memory and the timer ─────────────────────────────────
 
-  async #reload(): Promise<void> {
+  /** Read the schedules again: a server of a shared store sees changes made on another server. */
+  async reload(): Promise<void> {
     const schedules = await this.#store.schedules();
     const before = this.#schedules;
     this.#schedules = new Map(schedules.map((schedule) => [schedule.name, schedule]));

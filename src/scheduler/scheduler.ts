@@ -39,10 +39,11 @@ export function dedupeKeyOf(type: string, payload: unknown): string {
   return createHash('sha256').update(type).update('\u0000').update(canonicalJson(payload)).digest('hex');
 }
 
-/** How often a server of a shared store reads the task limit overrides again. */
-const OVERRIDES_RELOAD_MS = 1000;
-/** How often a server of a shared store reads the schedules again (changes made on another server). */
-const SCHEDULES_RELOAD_MS = 1000;
+/**
+ * How often a server of a shared store reads again what other servers change (task limit
+ * overrides, schedules) and the jobs watched here, in case a notification went missing.
+ */
+const SHARED_READ_MS = 1000;
 
 /** A registered task with its limits (GET /v1/tasks). */
 export interface TaskInfo {
@@ -127,11 +128,6 @@ export interface SchedulerLogger {
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
-/**
- * How often a server of a shared store reads every watched job again (long polls, event
- * streams), in case the notification of another server's change went missing.
- */
-const WATCH_SWEEP_MS = 1000;
 /** Terminal jobs deleted per store call by the retention purge. */
 const PURGE_CHUNK = 1000;
 const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
@@ -163,10 +159,9 @@ export class Scheduler {
   readonly #startedAt: number;
   /** Run-time overrides of task limits, as last read from the store. */
   #overrides = new Map<string, LimitOverride>();
-  #overridesTimer: NodeJS.Timeout | null = null;
   #draining = false;
   #retentionTimer: NodeJS.Timeout | null = null;
-  #sweepTimer: NodeJS.Timeout | null = null;
+  #sharedTimer: NodeJS.Timeout | null = null;
   /** Terminal jobs per second over the last seconds, for Retry-After hints. */
   readonly #finishRate = new RateWindow(10);
   #stopping: Promise<void> | null = null;
@@ -232,7 +227,6 @@ export class Scheduler {
       },
       admitted: (inserted) => this.#admitted(inserted.outcomes),
       refusal: (inserted) => this.#refusal(inserted, 1, false),
-      reloadMs: options.store.nodes === undefined ? null : SCHEDULES_RELOAD_MS,
       storeFailed: unavailable,
     });
     this.#unsubscribe = options.store.subscribe((event) => this.#onStoreEvent(event), {
@@ -247,11 +241,6 @@ export class Scheduler {
     this.#started = true;
     this.#retentionTimer = setInterval(() => void this.purgeExpired(), RETENTION_INTERVAL_MS);
     this.#retentionTimer.unref();
-    const readMany = this.#store.getMany?.bind(this.#store);
-    if (this.#store.nodes !== undefined && readMany !== undefined) {
-      this.#sweepTimer = setInterval(() => void this.events.sweep(readMany), WATCH_SWEEP_MS);
-      this.#sweepTimer.unref();
-    }
     void this.purgeExpired();
     // Attempts whose lease ran out while no server held them (after a crash) run again now.
     const recovered = await this.#rescuer.runOnce();
@@ -259,13 +248,12 @@ export class Scheduler {
     this.#rescuer.start();
     this.#overrides = await this.#store.limitOverrides();
     this.#applyLimits();
-    if (this.#store.nodes !== undefined) {
-      // Another server may change an override: every server applies it within a second.
-      this.#overridesTimer = setInterval(() => void this.#reloadOverrides(), OVERRIDES_RELOAD_MS);
-      this.#overridesTimer.unref();
-    }
     await this.#dispatcher.start();
     await this.schedules.start();
+    if (this.#store.nodes !== undefined) {
+      this.#sharedTimer = setInterval(() => void this.#readShared(), SHARED_READ_MS);
+      this.#sharedTimer.unref();
+    }
   }
 
   // ── task limits ───────────────────────────────────────────────────────────
@@ -278,6 +266,20 @@ export class Scheduler {
     }
     this.#dispatcher.limiter.configure(limits);
     this.#dispatcher.pump();
+  }
+
+  /**
+   * On a store shared by several servers, once a second: what another server changed
+   * reaches this one even without a notification (task limit overrides, schedules), and
+   * the jobs long polls and event streams watch here are read again (JobEvents.sweep).
+   */
+  async #readShared(): Promise<void> {
+    const readMany = this.#store.getMany?.bind(this.#store);
+    await Promise.all([
+      this.#reloadOverrides(),
+      this.schedules.reload().catch(() => undefined),
+      readMany === undefined ? undefined : this.events.sweep(readMany),
+    ]);
   }
 
   async #reloadOverrides(): Promise<void> {
@@ -342,11 +344,9 @@ export class Scheduler {
       await this.schedules.stop();
       if (this.#retentionTimer !== null) clearInterval(this.#retentionTimer);
       this.#retentionTimer = null;
-      if (this.#sweepTimer !== null) clearInterval(this.#sweepTimer);
-      this.#sweepTimer = null;
+      if (this.#sharedTimer !== null) clearInterval(this.#sharedTimer);
+      this.#sharedTimer = null;
       this.#rescuer.stop();
-      if (this.#overridesTimer !== null) clearInterval(this.#overridesTimer);
-      this.#overridesTimer = null;
       await this.#dispatcher.stop(graceMs);
       await this.#pool.close();
       this.#unsubscribe();

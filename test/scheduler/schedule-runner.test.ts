@@ -42,7 +42,7 @@ const stores: [string, (clock: FakeClock, schema?: string) => Promise<JobStore>]
 ];
 
 /** A runner on a real store, the fake clock its time, jobs made from a request as the scheduler would. */
-function makeRunner(store: JobStore, clock: FakeClock, reloadMs: number | null = null): Harness {
+function makeRunner(store: JobStore, clock: FakeClock): Harness {
   const warnings: Harness['warnings'] = [];
   const metrics = new KilnMetrics({ counts: () => store.counts(), capacity: 10_000, threads: 1, busyThreads: () => 0 });
   const runner = new ScheduleRunner({
@@ -68,7 +68,6 @@ function makeRunner(store: JobStore, clock: FakeClock, reloadMs: number | null =
     }),
     admitted: () => undefined,
     refusal: (inserted) => new KilnError('queue_full', `refused: ${inserted.reason}`),
-    reloadMs,
     storeFailed: (error) => {
       throw error;
     },
@@ -110,10 +109,10 @@ for (const [kind, openStore] of stores) {
     afterEach(async () => {
       for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
     });
-    const start = async (clock: FakeClock, store?: JobStore, reloadMs: number | null = null): Promise<Harness> => {
+    const start = async (clock: FakeClock, store?: JobStore): Promise<Harness> => {
       const opened = store ?? (await openStore(clock));
       if (store === undefined) cleanups.push(() => opened.close());
-      const harness = makeRunner(opened, clock, reloadMs);
+      const harness = makeRunner(opened, clock);
       await harness.runner.start();
       cleanups.push(() => harness.runner.stop());
       return harness;
@@ -405,18 +404,20 @@ for (const [kind, openStore] of stores) {
         assert.equal(overlapped, 19);
       });
 
-      it('sees a schedule changed on another server within its reload period', async () => {
+      it('sees a schedule changed on another server when it reads the schedules again', async () => {
         const clock = new FakeClock(START + 400);
         const [storeA, storeB] = await twoServers(clock);
         const a = makeRunner(storeA, clock);
         await a.runner.start();
         cleanups.push(() => a.runner.stop());
-        const b = await start(clock, storeB, 20);
+        const b = await start(clock, storeB);
         await a.runner.put(input({ name: 'elsewhere', cron: '*/5 * * * * *' }));
         // A stops, and its timer with it; B's stands at the schedule's first tick once B has
-        // read the schedules again (in real time, a short reload period here).
+        // read the schedules again (its scheduler does so every second on a shared store).
         const at = Date.parse('2026-11-20T10:00:05.000Z');
         await a.runner.stop();
+        assert.equal(clock.pendingTimers, 0, 'B has not heard of the schedule yet');
+        await b.runner.reload();
         await clock.whenTimerSetFor(at);
         assert.equal(clock.pendingTimers, 1);
         await moveTo(clock, [b.runner], at + 400);
