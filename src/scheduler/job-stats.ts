@@ -4,6 +4,8 @@ import { LatencyHistogram } from './latency-histogram.js';
 export const STATS_BUCKET_MS = 10_000;
 /** How far back the ring reaches: an hour of buckets. */
 export const STATS_MAX_WINDOW_SECONDS = 3600;
+/** The shortest window GET /v1/stats answers for. */
+export const STATS_MIN_WINDOW_SECONDS = 60;
 const RING_SIZE = (STATS_MAX_WINDOW_SECONDS * 1000) / STATS_BUCKET_MS;
 
 export interface StatsFigures {
@@ -70,7 +72,7 @@ export class JobStats {
     this.#slot().run.record(ms);
   }
 
-  /** The last `windowSeconds` (60–3600) as whole buckets, the current one included, and their totals. */
+  /** The last `windowSeconds` (STATS_MIN_WINDOW_SECONDS to STATS_MAX_WINDOW_SECONDS) as whole buckets, the current one included, and their totals. */
   window(windowSeconds: number): StatsWindow {
     const count = Math.min(RING_SIZE, Math.max(1, Math.ceil((windowSeconds * 1000) / STATS_BUCKET_MS)));
     const current = Math.floor(this.#now() / STATS_BUCKET_MS);

@@ -8,6 +8,7 @@ import {
   MIN_PRIORITY,
 } from '../jobs/model.js';
 import { isTimeZone, Timetable } from '../scheduler/cron.js';
+import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from '../scheduler/job-stats.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from '../store/store.js';
 import { PROBLEM_CODES, type ProblemCode } from './problems.js';
 
@@ -410,10 +411,12 @@ export const statsQuerySchema = z
     window: z.coerce
       .number()
       .int()
-      .min(60)
-      .max(3600)
+      .min(STATS_MIN_WINDOW_SECONDS)
+      .max(STATS_MAX_WINDOW_SECONDS)
       .default(900)
-      .describe('Seconds to look back (60–3600), in whole 10-second buckets.'),
+      .describe(
+        `Seconds to look back (${STATS_MIN_WINDOW_SECONDS}–${STATS_MAX_WINDOW_SECONDS}), in whole ${STATS_BUCKET_MS / 1000}-second buckets.`,
+      ),
   })
   .strict();
 
