@@ -192,6 +192,8 @@ export class CallbackDeliveryService {
     // not yet see as due what the estimate does, and the claim would find nothing again.
     const delay =
       next === null ? this.#pollMs : Math.min(this.#pollMs, Math.max(MIN_WAIT_MS, next - this.#store.now()));
+    // A timer set meanwhile for sooner (a retry recorded after this read began) stands.
+    if (this.#timer !== null && this.#timerAt <= this.#store.now() + delay) return;
     this.#armIn(delay);
   }
 
