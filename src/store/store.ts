@@ -83,11 +83,10 @@ export interface JobStore {
 
   get(id: string): Promise<Job | null>;
   /**
-   * The jobs with these ids, in one read (ids with no job are left out). Stores shared
-   * between servers have it: a server reads its watched jobs again with it, in case the
-   * notification of another server's change was lost.
+   * The jobs with these ids, in any order (ids with no job are left out): how the
+   * scheduler reads the jobs long polls and event streams watch again (JobEvents.sweep).
    */
-  getMany?(ids: readonly string[]): Promise<Job[]>;
+  getMany(ids: readonly string[]): Promise<Job[]>;
   list(filter: ListFilter): Promise<Page>;
   counts(): Promise<QueueCounts>;
 

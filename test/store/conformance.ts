@@ -295,6 +295,27 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.equal(await store.get('missing'), null);
       });
 
+      it('takes a job id as written: in another case it names no job', async () => {
+        const { store } = await openStore();
+        const job = await insertOne(store, { id: '0198f0a2-7c3e-7b1d-9e4f-a1b2c3d4e5f6' });
+        assert.equal((await store.get(job.id))?.id, job.id);
+        assert.equal(await store.get(job.id.toUpperCase()), null);
+        assert.deepEqual(await store.getMany([job.id.toUpperCase()]), []);
+      });
+
+      it('reads several jobs at once (getMany), leaving out ids with no job', async () => {
+        const { store } = await openStore();
+        const a = await insertOne(store);
+        const b = await insertOne(store, { priority: 7 });
+        const read = await store.getMany([b.id, 'missing', a.id, a.id]);
+        assert.deepEqual(read.map((job) => job.id).sort(), [a.id, b.id].sort());
+        assert.deepEqual(
+          read.find((job) => job.id === b.id),
+          await store.get(b.id),
+        );
+        assert.deepEqual(await store.getMany([]), []);
+      });
+
       it('makes a job with a future runAt scheduled and one with a past or present runAt queued', async () => {
         const { store } = await openStore();
         const later = await insertOne(store, { runAt: T0 + 1000 });

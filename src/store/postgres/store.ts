@@ -119,7 +119,11 @@ interface Announcement {
   k?: 1;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * A job id this store can hold: a UUID as it writes them, in lower case. An id is
+ * case-sensitive on every store, though the uuid type would take either case.
+ */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const NOTIFY_EVERY_MS = 10;
 const NOTIFY_MAX_BYTES = 7900;
 /** Characters of a progress message that travel in a notification (the whole one is in the row). */

@@ -505,6 +505,12 @@ export class SqliteStore implements JobStore {
     return job;
   }
 
+  /** One read each, sent to the store thread together in one batch. */
+  async getMany(ids: readonly string[]): Promise<Job[]> {
+    const jobs = await Promise.all([...new Set(ids)].map((id) => this.get(id)));
+    return jobs.filter((job) => job !== null);
+  }
+
   list(filter: ListFilter): Promise<Page> {
     return this.#call({ op: 'list', filter });
   }
