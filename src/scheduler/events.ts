@@ -23,6 +23,8 @@ interface Watch {
  * job in one store call and publishes what the watchers have not heard: a job whose
  * status or attempt differs from the last change published, or that is gone. A read
  * during which news of the job arrived may be older than that news, and is dropped.
+ * Progress alone is not compared: a stored progress may be older than the last report
+ * heard, and a lost report is made good by the next one.
  */
 export class JobEvents {
   readonly #byId = new Map<string, Watch>();
@@ -54,9 +56,22 @@ export class JobEvents {
     const watch = this.#byId.get(id);
     if (watch === undefined) return;
     const value = job();
-    watch.news += 1;
-    watch.last = { status: value.status, attempts: value.attempts };
+    this.#heard(watch, value);
     for (const listener of [...watch.listeners]) listener(value);
+  }
+
+  /**
+   * A watcher read the job itself and shows what it read: that counts as news, so a
+   * sweep's read that started before it (and may be older) is not published after it.
+   */
+  note(job: Job): void {
+    const watch = this.#byId.get(job.id);
+    if (watch !== undefined) this.#heard(watch, job);
+  }
+
+  #heard(watch: Watch, job: Job): void {
+    watch.news += 1;
+    watch.last = { status: job.status, attempts: job.attempts };
   }
 
   /**
@@ -68,8 +83,8 @@ export class JobEvents {
     if (this.#sweeping || this.#byId.size === 0) return;
     this.#sweeping = true;
     try {
-      const before = new Map<string, number>();
-      for (const [id, watch] of this.#byId) before.set(id, watch.news);
+      const before = new Map<string, { watch: Watch; news: number }>();
+      for (const [id, watch] of this.#byId) before.set(id, { watch, news: watch.news });
       let jobs: Job[];
       try {
         jobs = await read([...before.keys()]);
@@ -77,10 +92,9 @@ export class JobEvents {
         return;
       }
       const found = new Map(jobs.map((job) => [job.id, job]));
-      for (const [id, news] of before) {
-        const watch = this.#byId.get(id);
-        // Unwatched meanwhile, or news came during the read (which may be older than it).
-        if (watch === undefined || watch.news !== news) continue;
+      for (const [id, { watch, news }] of before) {
+        // Unwatched meanwhile (or watched anew), or news came during the read (which may be older than it).
+        if (this.#byId.get(id) !== watch || watch.news !== news) continue;
         const job = found.get(id) ?? null;
         if (job !== null && watch.last !== null && watch.last.status === job.status) {
           if (watch.last.attempts === job.attempts) continue;
@@ -90,8 +104,7 @@ export class JobEvents {
           for (const listener of [...watch.listeners]) listener(null);
           continue;
         }
-        watch.news += 1;
-        watch.last = { status: job.status, attempts: job.attempts };
+        this.#heard(watch, job);
         for (const listener of [...watch.listeners]) listener(job);
       }
     } finally {

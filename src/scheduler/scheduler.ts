@@ -250,8 +250,11 @@ export class Scheduler {
     this.#applyLimits();
     await this.#dispatcher.start();
     await this.schedules.start();
-    if (this.#store.nodes !== undefined) {
-      this.#sharedTimer = setInterval(() => void this.#readShared(), SHARED_READ_MS);
+    // A stop that came while this started has cleared its timers already.
+    if (this.#store.nodes !== undefined && this.#stopping === null) {
+      this.#sharedTimer = setInterval(() => {
+        this.#readShared().catch((error: unknown) => this.#log.error({ err: error }, 'reading shared state failed'));
+      }, SHARED_READ_MS);
       this.#sharedTimer.unref();
     }
   }
@@ -274,12 +277,12 @@ export class Scheduler {
    * the jobs long polls and event streams watch here are read again (JobEvents.sweep).
    */
   async #readShared(): Promise<void> {
-    const readMany = this.#store.getMany?.bind(this.#store);
-    await Promise.all([
-      this.#reloadOverrides(),
-      this.schedules.reload().catch(() => undefined),
-      readMany === undefined ? undefined : this.events.sweep(readMany),
-    ]);
+    await Promise.all([this.#reloadOverrides(), this.schedules.reload().catch(() => undefined), this.#sweepWatched()]);
+  }
+
+  /** Reads the watched jobs again and tells their watchers what they did not hear (JobEvents.sweep). */
+  #sweepWatched(): Promise<void> {
+    return this.events.sweep((ids) => this.#store.getMany(ids));
   }
 
   async #reloadOverrides(): Promise<void> {
@@ -732,6 +735,12 @@ export class Scheduler {
     if (event.kind === 'ready') {
       // The store is back (a new store thread, a rebuilt index), or another server made jobs ready.
       this.#dispatcher.pump();
+      // A store of this process alone: a write that committed as its thread died was never
+      // announced, so what the watchers were told may be behind the file. (A shared store's
+      // watchers are swept every second anyway.)
+      if (this.#store.nodes === undefined) {
+        this.#sweepWatched().catch((error: unknown) => this.#log.error({ err: error }, 'reading watched jobs failed'));
+      }
       return;
     }
     if (event.kind === 'paused') {

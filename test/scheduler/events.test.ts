@@ -105,6 +105,38 @@ describe('JobEvents.sweep: watched jobs read again, for news that never came', (
     assert.deepEqual(heard, ['completed']);
   });
 
+  it('drops what it read before a watcher showed a read of its own (note), and a watch made anew meanwhile', async () => {
+    const events = new JobEvents();
+    const heard: string[] = [];
+    const stop = events.subscribe('a', (j) => heard.push(`first:${j?.status ?? 'gone'}`));
+    events.subscribe('b', (j) => heard.push(`b:${j?.status ?? 'gone'}`));
+    let answer!: (jobs: Job[]) => void;
+    const sweep = events.sweep(
+      () =>
+        new Promise<Job[]>((resolve) => {
+          answer = resolve;
+        }),
+    );
+    // b's event stream read the job itself (newer than the sweep's read) and showed it.
+    events.note(job('b', 'running', 1));
+    // a's only watcher left, and a new one came: it never heard what the sweep read.
+    stop();
+    events.subscribe('a', (j) => heard.push(`second:${j?.status ?? 'gone'}`));
+    answer([job('a', 'queued'), job('b', 'queued')]);
+    await sweep;
+    assert.deepEqual(heard, []);
+    // The next sweep tells the new watch what it reads, and b nothing it has shown.
+    await events.sweep(
+      table(
+        new Map([
+          ['a', job('a', 'queued')],
+          ['b', job('b', 'running', 1)],
+        ]),
+      ).read,
+    );
+    assert.deepEqual(heard, ['second:queued']);
+  });
+
   it('tells the watchers of a job that is gone, with null, and stops watching it', async () => {
     const events = new JobEvents();
     const heard: (Job | null)[] = [];

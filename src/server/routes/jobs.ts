@@ -259,6 +259,8 @@ async function streamJobEvents(
     unsubscribe();
     throw notFound(id);
   }
+  // What this stream shows from its own reads counts as news to the sweep of watched jobs.
+  scheduler.events.note(job);
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
@@ -310,6 +312,7 @@ async function streamJobEvents(
       close();
       return;
     }
+    scheduler.events.note(fresh);
     const text = JSON.stringify(renderJob(fresh));
     if (text !== shown) write(fresh, text);
   }
