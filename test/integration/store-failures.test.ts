@@ -11,11 +11,12 @@ import { startServer } from '../support/kiln.js';
  * event); subscribe before stopping the thread so the event cannot come first.
  */
 function restarted(store: SqliteStore): Promise<void> {
-  return new Promise((resolve, reject) => {
+  const back = new Promise<void>((resolve, reject) => {
     const deadline = setTimeout(() => {
       unsubscribe();
       reject(new Error('the store never started a new thread'));
     }, 60_000);
+    deadline.unref();
     const unsubscribe = store.subscribe((event) => {
       if (event.kind !== 'ready') return;
       clearTimeout(deadline);
@@ -23,6 +24,9 @@ function restarted(store: SqliteStore): Promise<void> {
       resolve();
     });
   });
+  // A test that fails before it waits for this does not leave a rejection nobody handles.
+  back.catch(() => {});
+  return back;
 }
 
 describe('the store failing under the HTTP API', () => {

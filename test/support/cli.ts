@@ -83,16 +83,19 @@ export function watchOutput(child: ChildProcess): {
       waiter.reject(new Error(`the command exited before the expected output; it wrote: ${JSON.stringify(text)}`));
     }
   });
+  const until = (test: (text: string) => boolean): Promise<void> => {
+    if (test(text)) return Promise.resolve();
+    if (closed) return Promise.reject(new Error(`the command has exited; it wrote: ${JSON.stringify(text)}`));
+    return new Promise((resolve, reject) => waiters.push({ test, resolve, reject }));
+  };
   return {
     text: () => text,
-    until(test) {
-      if (test(text)) return Promise.resolve();
-      if (closed) return Promise.reject(new Error(`the command has exited; it wrote: ${JSON.stringify(text)}`));
-      return new Promise((resolve, reject) => waiters.push({ test, resolve, reject }));
-    },
+    until,
     async match(pattern, view = (whole) => whole) {
+      // Each look searches the whole output from its start, whatever flags the pattern has.
+      const fresh = new RegExp(pattern.source, pattern.flags.replace(/[gy]/g, ''));
       let found: RegExpExecArray | null = null;
-      await this.until((whole) => (found = pattern.exec(view(whole))) !== null);
+      await until((whole) => (found = fresh.exec(view(whole))) !== null);
       return found as unknown as RegExpExecArray;
     },
   };
