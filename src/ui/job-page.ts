@@ -120,34 +120,8 @@ export function JobPage({ id }: { id: string }) {
             <dt>Timeout</dt>
             <dd>${duration(job.timeoutMs)}</dd>
           </div>
-          ${
-            job.group === undefined
-              ? null
-              : html`<div>
-                  <dt>Group</dt>
-                  <dd data-testid="job-group">
-                    ${
-                      job.group === null
-                        ? '—'
-                        : html`<a href=${`#/jobs?group=${encodeURIComponent(job.group)}`}>${job.group}</a>`
-                    }
-                  </dd>
-                </div>`
-          }
-          ${
-            job.schedule === undefined
-              ? null
-              : html`<div>
-                  <dt>Schedule</dt>
-                  <dd data-testid="job-schedule">
-                    ${
-                      job.schedule === null
-                        ? '—'
-                        : html`<a href=${`#/jobs?schedule=${encodeURIComponent(job.schedule)}`}>${job.schedule}</a>`
-                    }
-                  </dd>
-                </div>`
-          }
+          ${filterRow('Group', 'job-group', 'group', job.group)}
+          ${filterRow('Schedule', 'job-schedule', 'schedule', job.schedule)}
           <div>
             <dt>Created</dt>
             <dd>${time(job.createdAt)}</dd>
@@ -223,6 +197,20 @@ export function JobPage({ id }: { id: string }) {
         : html`<${Section} title="Metadata"><${Json} value=${job.metadata} /><//>`
     }
     ${job.callback ? html`<${Callbacks} id=${job.id} url=${job.callback.url} status=${job.status} />` : null}`;
+}
+
+/**
+ * A row of the job's facts whose value links to the job list filtered by it (`—` for
+ * none); nothing when the server does not send the field.
+ */
+function filterRow(label: string, testId: string, filter: 'group' | 'schedule', value: string | null | undefined) {
+  if (value === undefined) return null;
+  return html`<div>
+    <dt>${label}</dt>
+    <dd data-testid=${testId}>
+      ${value === null ? '—' : html`<a href=${`#/jobs?${filter}=${encodeURIComponent(value)}`}>${value}</a>`}
+    </dd>
+  </div>`;
 }
 
 function Callbacks({ id, url, status }: { id: string; url: string; status: string }) {
