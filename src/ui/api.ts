@@ -16,6 +16,7 @@ import type {
   JobStatus,
   JobSummary,
   KilnNode,
+  LimitsOverride,
   Queue,
   Schedule,
   Stats,
@@ -24,19 +25,12 @@ import type {
 } from 'kiln/client';
 
 export type { CallbackDelivery, Job, JobPage, JobStatus, JobSummary, Schedule, Stats, StatsFigures, Task };
-export { JOB_STATUSES, TERMINAL_STATUSES };
+export { JOB_STATUSES, KilnError, TERMINAL_STATUSES };
 export type QueueInfo = Queue;
 export type NodeInfo = KilnNode;
 
-export interface RateLimit {
-  max: number;
-  perMs: number;
-}
-
-export interface TaskLimits {
-  concurrency: number | null;
-  rateLimit: RateLimit | null;
-}
+/** A task's limits as GET /v1/tasks shows them. */
+export type TaskLimits = Task['limits'];
 
 export interface JobFilter {
   status?: JobStatus[];
@@ -45,21 +39,6 @@ export interface JobFilter {
   schedule?: string;
   limit?: number;
   cursor?: string;
-}
-
-/** A problem document (RFC 9457) the server answered, or a failure to reach it. */
-export class ApiError extends Error {
-  readonly status: number;
-  readonly code: string;
-  readonly errors: Array<{ path: string; message: string }>;
-
-  constructor(status: number, code: string, detail: string, errors: Array<{ path: string; message: string }> = []) {
-    super(detail);
-    this.name = 'ApiError';
-    this.status = status;
-    this.code = code;
-    this.errors = errors;
-  }
 }
 
 const TOKEN_KEY = 'kiln.token';
@@ -93,19 +72,23 @@ function client(): KilnClient {
   });
 }
 
-/** Runs a call; its failure becomes an ApiError, and a 401 tells the token prompt. */
+/** Runs a call; a 401 it fails with tells the token prompt. */
 async function call<T>(run: (kiln: KilnClient) => Promise<T>): Promise<T> {
   try {
     return await run(client());
   } catch (error) {
-    throw apiError(error);
+    throw unauthorized(error);
   }
 }
 
-function apiError(error: unknown): unknown {
-  if (!(error instanceof KilnError)) return error;
-  if (error.status === 401) for (const listener of unauthorizedListeners) listener();
-  return new ApiError(error.status, error.code, error.detail, error.errors);
+function unauthorized(error: unknown): unknown {
+  if (error instanceof KilnError && error.status === 401) for (const listener of unauthorizedListeners) listener();
+  return error;
+}
+
+/** What a page shows of a failure: the client's KilnError, or anything else as one without an answer. */
+export function asProblem(failure: unknown): KilnError {
+  return failure instanceof KilnError ? failure : new KilnError(0, 'error', String(failure), null);
 }
 
 export const api = {
@@ -115,13 +98,14 @@ export const api = {
   stats: (windowSeconds: number) => call((kiln) => kiln.stats({ windowSeconds })),
   jobs: (filter: JobFilter) =>
     call((kiln) =>
+      // Fields left undefined are left out of the query.
       kiln.listPage({
-        ...(filter.status === undefined ? {} : { status: filter.status }),
-        ...(filter.type === undefined ? {} : { type: filter.type }),
-        ...(filter.group === undefined ? {} : { group: filter.group }),
-        ...(filter.schedule === undefined ? {} : { schedule: filter.schedule }),
-        ...(filter.limit === undefined ? {} : { pageSize: filter.limit }),
-        ...(filter.cursor === undefined ? {} : { cursor: filter.cursor }),
+        status: filter.status,
+        type: filter.type,
+        group: filter.group,
+        schedule: filter.schedule,
+        pageSize: filter.limit,
+        cursor: filter.cursor,
       }),
     ),
   job: (id: string) => call((kiln) => kiln.get(id)),
@@ -130,7 +114,7 @@ export const api = {
   remove: (id: string) => call((kiln) => kiln.remove(id)),
   callbacks: (id: string) => call(async (kiln) => ({ deliveries: await kiln.callbacks(id) })),
   tasks: () => call(async (kiln) => ({ tasks: await kiln.tasks() })),
-  setLimits: (task: string, limits: Partial<TaskLimits>) => call((kiln) => kiln.setTaskLimits(task, limits)),
+  setLimits: (task: string, limits: LimitsOverride) => call((kiln) => kiln.setTaskLimits(task, limits)),
   resetLimits: (task: string) => call((kiln) => kiln.clearTaskLimits(task)),
   schedules: () => call(async (kiln) => ({ schedules: await kiln.schedules() })),
   pauseSchedule: (schedule: string) => call((kiln) => kiln.pauseSchedule(schedule)),
@@ -149,6 +133,6 @@ export async function watchJob(id: string, onJob: (job: Job) => void, signal: Ab
   try {
     for await (const job of client().events(id, { signal })) onJob(job);
   } catch (error) {
-    throw apiError(error);
+    throw unauthorized(error);
   }
 }

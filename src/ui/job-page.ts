@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type Job, TERMINAL_STATUSES, watchJob } from './api.js';
+import { api, asProblem, type Job, type KilnError, TERMINAL_STATUSES, watchJob } from './api.js';
 import { confirmed, duration, html, Json, Problem, Section, StatusBadge, time, useAction, useLoad } from './view.js';
 
 /** How long to wait before following a job's events again after the stream broke off. */
@@ -13,7 +13,7 @@ const CALLBACKS_REFRESH_MS = 3000;
  */
 export function JobPage({ id }: { id: string }) {
   const [job, setJob] = useState<Job | null>(null);
-  const [error, setError] = useState<ApiError | null>(null);
+  const [error, setError] = useState<KilnError | null>(null);
   const [live, setLive] = useState(false);
   // Bumped to read and follow the job again (after an action, or a broken stream).
   const [round, setRound] = useState(0);
@@ -46,7 +46,7 @@ export function JobPage({ id }: { id: string }) {
     follow()
       .catch((failure: unknown) => {
         if (stop.signal.aborted) return;
-        const problem = failure instanceof ApiError ? failure : new ApiError(0, 'error', String(failure));
+        const problem = asProblem(failure);
         setError(problem);
         if (problem.status !== 404 && problem.status !== 401) {
           reconnect = setTimeout(() => setRound((n) => n + 1), RECONNECT_MS);

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, forgetToken, onUnauthorized, saveToken, storedToken } from './api.js';
+import { api, forgetToken, KilnError, onUnauthorized, saveToken, storedToken } from './api.js';
 import { JobPage } from './job-page.js';
 import { JobsPage } from './jobs-page.js';
 import { NodesPage } from './nodes-page.js';
@@ -65,7 +65,7 @@ function TokenPrompt({ onAccepted }: { onAccepted: () => void }) {
     api.queue().then(onAccepted, (error: unknown) => {
       forgetToken();
       setMessage(
-        error instanceof ApiError && error.status === 401
+        error instanceof KilnError && error.status === 401
           ? 'The server did not accept the token.'
           : `The server could not be asked: ${String(error)}`,
       );

@@ -1,14 +1,14 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { html } from 'htm/preact';
-import { ApiError, type JobStatus } from './api.js';
+import { asProblem, type JobStatus, type KilnError } from './api.js';
 
 export { html };
 
 /** What a page's data source answers: the last value, the last error, and a way to load again now. */
 export interface Loaded<T> {
   data: T | null;
-  error: ApiError | null;
+  error: KilnError | null;
   reload: () => void;
 }
 
@@ -18,7 +18,7 @@ export interface Loaded<T> {
  */
 export function useLoad<T>(load: () => Promise<T>, key: string, everyMs = 0): Loaded<T> {
   const [data, setData] = useState<T | null>(null);
-  const [error, setError] = useState<ApiError | null>(null);
+  const [error, setError] = useState<KilnError | null>(null);
   const [round, setRound] = useState(0);
   const latest = useRef(load);
   latest.current = load;
@@ -32,7 +32,7 @@ export function useLoad<T>(load: () => Promise<T>, key: string, everyMs = 0): Lo
       },
       (failure: unknown) => {
         if (!live) return;
-        setError(failure instanceof ApiError ? failure : new ApiError(0, 'error', String(failure)));
+        setError(asProblem(failure));
       },
     );
     const timer = everyMs > 0 ? setTimeout(() => setRound((n) => n + 1), everyMs) : undefined;
@@ -49,11 +49,11 @@ export function useLoad<T>(load: () => Promise<T>, key: string, everyMs = 0): Lo
 /** Runs an action (a button's), keeping its error to show and telling when it is busy. */
 export function useAction(): {
   busy: boolean;
-  error: ApiError | null;
+  error: KilnError | null;
   run: (action: () => Promise<unknown>, after?: () => void) => void;
 } {
   const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<ApiError | null>(null);
+  const [error, setError] = useState<KilnError | null>(null);
   const run = useCallback((action: () => Promise<unknown>, after?: () => void) => {
     setBusy(true);
     setError(null);
@@ -64,7 +64,7 @@ export function useAction(): {
       },
       (failure: unknown) => {
         setBusy(false);
-        setError(failure instanceof ApiError ? failure : new ApiError(0, 'error', String(failure)));
+        setError(asProblem(failure));
       },
     );
   }, []);
@@ -76,7 +76,7 @@ export function StatusBadge({ status }: { status: JobStatus }) {
 }
 
 /** An error answer, said plainly; a 401 is left to the token prompt. */
-export function Problem({ error }: { error: ApiError | null }) {
+export function Problem({ error }: { error: KilnError | null }) {
   if (error === null || error.status === 401) return null;
   return html`<p class="problem" role="alert">
     ${error.status === 0 ? '' : html`<strong>${error.status} ${error.code}</strong>: `}${error.message}
