@@ -118,8 +118,7 @@ export class ScheduleRunner {
 
   async remove(name: string): Promise<void> {
     if (!(await this.#store.removeSchedule(name).catch(this.#options.storeFailed))) throw noSuchSchedule(name);
-    if (this.#schedules.delete(name)) this.#options.metrics.scheduleGone(name);
-    this.#timetables.delete(name);
+    this.#forget(name);
     this.#arm();
   }
 
@@ -238,7 +237,7 @@ export class ScheduleRunner {
         return undefined;
       }
       if (current === null) {
-        if (this.#schedules.delete(schedule.name)) this.#options.metrics.scheduleGone(schedule.name);
+        this.#forget(schedule.name);
       } else this.#remember(current, false);
       return current !== null && current.nextRunAt !== due ? current : undefined;
     }
@@ -281,6 +280,12 @@ export class ScheduleRunner {
     for (const name of this.#schedules.keys()) if (!before.has(name)) this.#options.metrics.scheduleKnown(name);
     for (const name of this.#timetables.keys()) if (!this.#schedules.has(name)) this.#timetables.delete(name);
     this.#arm();
+  }
+
+  /** A schedule that no longer exists: its entry, its timetable and its metric series go. */
+  #forget(name: string): void {
+    if (this.#schedules.delete(name)) this.#options.metrics.scheduleGone(name);
+    this.#timetables.delete(name);
   }
 
   #remember(schedule: Schedule, arm = true): void {
@@ -331,6 +336,6 @@ export function tickKey(name: string, at: number): string {
   return `schedule:${name}:${new Date(at).toISOString()}`;
 }
 
-export function noSuchSchedule(name: string): KilnError {
+function noSuchSchedule(name: string): KilnError {
   return new KilnError('not_found', `no schedule is named ${JSON.stringify(name)}`);
 }
