@@ -39,7 +39,7 @@ export interface CallbackDeliveryOptions {
 }
 
 /** 1 s, 4 s, 16 s, … up to an hour between attempts: eight attempts span about an hour and a half. */
-export const DELIVERY_BACKOFF: Backoff = { initialMs: 1000, factor: 4, maxMs: 3_600_000, jitter: 'equal' };
+const DELIVERY_BACKOFF: Backoff = { initialMs: 1000, factor: 4, maxMs: 3_600_000, jitter: 'equal' };
 const DEFAULT_CONCURRENCY = 16;
 const DEFAULT_POLL_MS = 5000;
 const MIN_WAIT_MS = 5;

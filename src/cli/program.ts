@@ -196,11 +196,12 @@ Exit codes:
     .option('-n, --limit <n>', 'show at most this many jobs', integer(1), 50)
     .action(async (options: ListOptions, command: Command) => {
       const jobs: JobSummary[] = [];
+      // Fields left undefined are left out of the query.
       const filter = {
-        ...(options.status === undefined ? {} : { status: options.status.split(',') as JobStatus[] }),
-        ...(options.type === undefined ? {} : { type: options.type }),
-        ...(options.group === undefined ? {} : { group: options.group }),
-        ...(options.schedule === undefined ? {} : { schedule: options.schedule }),
+        status: options.status?.split(',') as JobStatus[] | undefined,
+        type: options.type,
+        group: options.group,
+        schedule: options.schedule,
         pageSize: Math.min(500, options.limit),
       };
       for await (const job of clientOf(command).list(filter)) {
@@ -413,14 +414,15 @@ async function submitFields(options: SubmitOptions): Promise<Omit<JobRequest, 't
             ...(options.dedupe === true ? {} : { key: options.dedupe }),
             ...(options.reuse === undefined ? {} : { reuseMs: options.reuse }),
           };
+  // Fields left undefined are left out of the JSON body.
   return {
-    ...(options.priority === undefined ? {} : { priority: options.priority }),
-    ...(options.group === undefined ? {} : { group: options.group }),
-    ...(options.delay === undefined ? {} : { delayMs: options.delay }),
-    ...(options.runAt === undefined ? {} : { runAt: options.runAt }),
-    ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
-    ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
-    ...(options.timeout === undefined ? {} : { timeoutMs: options.timeout }),
+    priority: options.priority,
+    group: options.group,
+    delayMs: options.delay,
+    runAt: options.runAt,
+    idempotencyKey: options.idempotencyKey,
+    maxAttempts: options.maxAttempts,
+    timeoutMs: options.timeout,
     ...(options.dependsOn === undefined ? {} : { dependsOn: options.dependsOn.split(',').filter((id) => id !== '') }),
     ...(options.metadata === undefined
       ? {}

@@ -16,7 +16,7 @@ import { problemSchema } from './schemas.js';
  * becomes the body Swagger UI fills in, so it must be a request that succeeds as is.
  */
 
-export type ProblemStatus = (typeof PROBLEM_CODES)[ProblemCode];
+type ProblemStatus = (typeof PROBLEM_CODES)[ProblemCode];
 
 const PROBLEM_REF = '#/components/schemas/Problem';
 
@@ -79,14 +79,15 @@ const transformDocument: FastifyDynamicSwaggerOptions['transformObject'] = (inpu
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         if (response.content?.['application/json']?.schema?.$ref !== PROBLEM_REF) continue;
         const code = Number(status);
+        const codes = problemCodesOf(code);
         const name = `Problem${status}`;
         schemas[name] ??= {
           allOf: [
             { $ref: PROBLEM_REF },
-            { type: 'object', properties: { status: { const: code }, code: { enum: problemCodesOf(code) } } },
+            { type: 'object', properties: { status: { const: code }, code: { enum: codes } } },
           ],
         };
-        response.description = `${STATUS_CODES[code] ?? 'Error'}: ${problemCodesOf(code).join(', ')}`;
+        response.description = `${STATUS_CODES[code] ?? 'Error'}: ${codes.join(', ')}`;
         response.content = { 'application/problem+json': { schema: { $ref: `#/components/schemas/${name}` } } };
         const headers = PROBLEM_HEADERS[code];
         if (headers !== undefined) response.headers = { ...response.headers, ...headers };
