@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
 import { retryDelayMs } from '../jobs/backoff.js';
+import { settleWithin } from '../scheduler/clock.js';
 import type { Backoff, Job } from '../jobs/model.js';
 import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
@@ -108,12 +109,7 @@ export class CallbackDeliveryService {
     this.#clearTimer();
     if (graceMs > 0 && this.#inFlight.size > 0) {
       this.#options.onDraining?.(this.#inFlight.size, graceMs);
-      let timer: NodeJS.Timeout | undefined;
-      const graceOver = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, graceMs);
-      });
-      await Promise.race([Promise.allSettled([...this.#inFlight]), graceOver]);
-      clearTimeout(timer);
+      await settleWithin(Promise.allSettled([...this.#inFlight]), graceMs);
     }
     this.#abort.abort();
     await Promise.allSettled([...this.#inFlight]);

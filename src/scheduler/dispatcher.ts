@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
+import { settleWithin } from './clock.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { KilnMetrics } from './metrics.js';
 import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
@@ -152,14 +153,7 @@ export class Dispatcher {
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
     for (const batch of this.#batches) this.#recall(batch);
     if (this.#batches.size > this.#recalled) {
-      let graceTimer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        this.#whenIdle(),
-        new Promise<void>((resolve) => {
-          graceTimer = setTimeout(resolve, graceMs);
-        }),
-      ]);
-      clearTimeout(graceTimer);
+      await settleWithin(this.#whenIdle(), graceMs);
       for (const batch of [...this.#batches]) this.#abortBatch(batch, 'shutdown');
     }
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
