@@ -112,15 +112,15 @@ export const api = {
   cancel: (id: string) => call((kiln) => kiln.cancel(id)),
   retry: (id: string) => call((kiln) => kiln.retry(id)),
   remove: (id: string) => call((kiln) => kiln.remove(id)),
-  callbacks: (id: string) => call(async (kiln) => ({ deliveries: await kiln.callbacks(id) })),
-  tasks: () => call(async (kiln) => ({ tasks: await kiln.tasks() })),
+  callbacks: (id: string) => call((kiln) => kiln.callbacks(id)),
+  tasks: () => call((kiln) => kiln.tasks()),
   setLimits: (task: string, limits: LimitsOverride) => call((kiln) => kiln.setTaskLimits(task, limits)),
   resetLimits: (task: string) => call((kiln) => kiln.clearTaskLimits(task)),
-  schedules: () => call(async (kiln) => ({ schedules: await kiln.schedules() })),
+  schedules: () => call((kiln) => kiln.schedules()),
   pauseSchedule: (schedule: string) => call((kiln) => kiln.pauseSchedule(schedule)),
   resumeSchedule: (schedule: string) => call((kiln) => kiln.resumeSchedule(schedule)),
   triggerSchedule: (schedule: string) => call((kiln) => kiln.triggerSchedule(schedule)),
-  nodes: () => call(async (kiln) => ({ nodes: await kiln.nodes() })),
+  nodes: () => call((kiln) => kiln.nodes()),
 };
 
 /**

@@ -220,7 +220,7 @@ function Callbacks({ id, url, status }: { id: string; url: string; status: strin
     <p>Posts to <code>${url}</code>.</p>
     <${Problem} error=${deliveries.error} />
     ${
-      deliveries.data === null || deliveries.data.deliveries.length === 0
+      deliveries.data === null || deliveries.data.length === 0
         ? null
         : html`<div class="table-wrap">
             <table data-testid="deliveries">
@@ -235,7 +235,7 @@ function Callbacks({ id, url, status }: { id: string; url: string; status: strin
                 </tr>
               </thead>
               <tbody>
-                ${deliveries.data.deliveries.map(
+                ${deliveries.data.map(
                   (d) =>
                     html`<tr>
                       <td>${d.event}</td>

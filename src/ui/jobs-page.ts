@@ -71,7 +71,7 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
         >Type
         <select name="type">
           <option value="">any</option>
-          ${(tasks.data?.tasks ?? []).map(
+          ${(tasks.data ?? []).map(
             (task) => html`<option value=${task.name} selected=${filter.type === task.name}>${task.name}</option>`,
           )}
         </select>

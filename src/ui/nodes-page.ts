@@ -6,7 +6,7 @@ const REFRESH_MS = 5000;
 /** The servers sharing the store (several with PostgreSQL; this one alone with SQLite). */
 export function NodesPage() {
   const nodes = useLoad(() => api.nodes(), 'nodes', REFRESH_MS);
-  const list = nodes.data?.nodes ?? [];
+  const list = nodes.data ?? [];
   return html`<h1>Nodes</h1>
     <${Problem} error=${nodes.error} />
     ${

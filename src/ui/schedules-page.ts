@@ -6,7 +6,7 @@ const REFRESH_MS = 5000;
 export function SchedulesPage() {
   const schedules = useLoad(() => api.schedules(), 'schedules', REFRESH_MS);
   const action = useAction();
-  const list = schedules.data?.schedules ?? [];
+  const list = schedules.data ?? [];
   return html`<h1>Schedules</h1>
     <${Problem} error=${schedules.error ?? action.error} />
     ${

@@ -62,7 +62,7 @@ export function TasksPage() {
   return html`<h1>Tasks</h1>
     <${Problem} error=${tasks.error} />
     <div class="task-list">
-      ${(tasks.data?.tasks ?? []).map(
+      ${(tasks.data ?? []).map(
         (task) =>
           html`<section class="card task" data-task=${task.name}>
             <div class="card-head">
