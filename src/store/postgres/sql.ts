@@ -207,12 +207,12 @@ FOR UPDATE SKIP LOCKED`,
     /** The chosen candidates, found by id alone (never by status: see the finish function). */
     claimIds: `
 WITH picked AS MATERIALIZED (
-  SELECT r.tid, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
-    SELECT j.ctid AS tid, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
+    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'queued')
 UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
-FROM picked WHERE j.ctid = picked.tid
+FROM picked WHERE j.id = picked.id AND j.status = 'queued'
 RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
 
     parents: `SELECT id::text AS id, type, result FROM ${s}.jobs WHERE id = ANY($1::uuid[])`,
@@ -223,11 +223,12 @@ RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
      */
     heartbeat: `
 WITH held AS MATERIALIZED (
-  SELECT r.tid FROM (SELECT id FROM unnest($2::uuid[]) AS u(id) ORDER BY id) AS i CROSS JOIN LATERAL (
-    SELECT j.ctid AS tid, j.status, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  SELECT r.id FROM (SELECT id FROM unnest($2::uuid[]) AS u(id) ORDER BY id) AS i CROSS JOIN LATERAL (
+    SELECT j.id, j.status, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'running' AND r.lease_owner = $1),
 renewed AS (
-  UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3 FROM held WHERE j.ctid = held.tid
+  UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3 FROM held
+  WHERE j.id = held.id AND j.status = 'running' AND j.lease_owner = $1
   RETURNING j.id::text AS id),
 node AS (
   INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at)
@@ -238,11 +239,12 @@ SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_times
 
     progress: `
 WITH held AS MATERIALIZED (
-  SELECT r.tid, i.progress FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[]) AS i(id, attempt, owner, progress)
+  SELECT i.* FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[]) AS i(id, attempt, owner, progress)
   CROSS JOIN LATERAL (
-    SELECT j.ctid AS tid, j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+    SELECT j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
-UPDATE ${s}.jobs j SET progress = held.progress FROM held WHERE j.ctid = held.tid`,
+UPDATE ${s}.jobs j SET progress = held.progress FROM held
+WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempt AND j.lease_owner = held.owner`,
 
     finish: `SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
   is_other FROM ${s}.finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -250,14 +252,13 @@ UPDATE ${s}.jobs j SET progress = held.progress FROM held WHERE j.ctid = held.ti
 
     release: `
 WITH held AS MATERIALIZED (
-  SELECT r.tid, i.previous_start
-  FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, previous_start)
+  SELECT i.* FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, previous_start)
   CROSS JOIN LATERAL (
-    SELECT j.ctid AS tid, j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+    SELECT j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = held.previous_start,
   lease_owner = NULL, lease_expires_at = NULL
-FROM held WHERE j.ctid = held.tid
+FROM held WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempt AND j.lease_owner = held.owner
 RETURNING ${prefixed('j')}`,
 
     lockJob: `SELECT status, attempts, depends_on FROM ${s}.jobs WHERE id = $1 FOR UPDATE`,
