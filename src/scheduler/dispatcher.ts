@@ -7,6 +7,7 @@ import { settleWithin } from './clock.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import type { KilnMetrics } from './metrics.js';
 import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
+import { refusalReason } from './refused-outcome.js';
 import { type AttemptEnd, decideAttempt } from './retry-policy.js';
 import { TaskLimiter } from './task-limits.js';
 
@@ -17,6 +18,8 @@ export interface DispatcherOptions {
   threads: number;
   leaseMs: number;
   onError(message: string, error: unknown): void;
+  /** Something an operator needs to hear of that is not a failure of this server (a refused outcome). */
+  onWarning?(details: object, message: string): void;
   random?: () => number;
   microBatch?: MicroBatchOptions;
   /** The registered task types (a shared store that applies task limits claims type by type). */
@@ -568,6 +571,27 @@ export class Dispatcher {
     // A retry that is due at once, or dependents made ready, may be work for a free thread.
     if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
       this.pump();
+    }
+    const refused = items.filter((_, index) => finished[index] === null);
+    if (refused.length > 0) void this.#reportRefused(refused);
+  }
+
+  /**
+   * An outcome the store's fence refused: the attempt was no longer this server's to end.
+   * Rare by design (a cancel or a lost lease mid-attempt), so each is read back once to
+   * say why, logged and counted.
+   */
+  async #reportRefused(items: FinishItem[]): Promise<void> {
+    const jobs = await this.#store.getMany(items.map((item) => item.id)).catch(() => null);
+    const byId = new Map((jobs ?? []).map((job) => [job.id, job]));
+    for (const item of items) {
+      const job = jobs === null ? undefined : (byId.get(item.id) ?? null);
+      const reason = job === undefined ? 'unknown' : refusalReason(item.attempt, job);
+      this.#metrics.outcomeRefused(reason);
+      this.#options.onWarning?.(
+        { job: item.id, attempt: item.attempt, outcome: item.outcome.kind, reason, status: job?.status ?? null },
+        `the outcome of attempt ${item.attempt} of job ${item.id} was refused (${reason}): the attempt was no longer this server's`,
+      );
     }
   }
 }

@@ -2,6 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../jobs/model.js';
 import type { QueueCounts } from '../store/store.js';
 import type { JobStats } from './job-stats.js';
+import { REFUSAL_REASONS, type RefusalReason } from './refused-outcome.js';
 
 export const ATTEMPT_METRIC_OUTCOMES = ['success', 'error', 'timeout', 'crash'] as const;
 export type AttemptMetricOutcome = (typeof ATTEMPT_METRIC_OUTCOMES)[number];
@@ -58,6 +59,7 @@ export class KilnMetrics {
   readonly #dedupe: Counter<'type' | 'kind'>;
   readonly #scheduleTicks: Counter<'schedule' | 'outcome'>;
   readonly #callbacks: Counter<'outcome'>;
+  readonly #refused: Counter<'reason'>;
   readonly #httpRequests: Counter<'method' | 'route' | 'status'>;
   readonly #httpSeconds: Histogram<'method' | 'route'>;
   readonly #stats: JobStats | undefined;
@@ -232,6 +234,13 @@ export class KilnMetrics {
       registers,
     });
     for (const outcome of ['delivered', 'retry', 'failed']) this.#callbacks.inc({ outcome }, 0);
+    this.#refused = new Counter({
+      name: 'kiln_outcomes_refused_total',
+      help: "Attempt outcomes the store's fence refused, by why: the attempt was no longer this server's (gone, cancelled, rescued, rerun, finished, lease_lost; unknown if the job could not be read).",
+      labelNames: ['reason'],
+      registers,
+    });
+    for (const reason of [...REFUSAL_REASONS, 'unknown']) this.#refused.inc({ reason }, 0);
     const paused = source.paused;
     new Gauge({
       name: 'kiln_queue_paused',
@@ -355,6 +364,10 @@ export class KilnMetrics {
 
   callbackDelivery(outcome: 'delivered' | 'retry' | 'failed'): void {
     this.#callbacks.inc({ outcome });
+  }
+
+  outcomeRefused(reason: RefusalReason | 'unknown'): void {
+    this.#refused.inc({ reason });
   }
 
   /** A store commit took this long (kiln_store_commit_seconds). */

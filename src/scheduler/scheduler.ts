@@ -197,6 +197,7 @@ export class Scheduler {
       threads: options.threads,
       leaseMs: options.leaseMs,
       onError: (message, error) => this.#log.error({ err: error }, message),
+      onWarning: (details, message) => this.#log.warn(details, message),
       taskTypes: () => this.#registry.list().map((task) => task.name),
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
