@@ -135,6 +135,7 @@ function envSchema() {
     KILN_MAX_BODY_BYTES: integer('KILN_MAX_BODY_BYTES', 1024, 1024 * 1024 * 1024, 1_048_576),
     KILN_SHUTDOWN_GRACE_MS: integer('KILN_SHUTDOWN_GRACE_MS', 0, DAY_MS, 30_000),
     KILN_LEASE_MS: integer('KILN_LEASE_MS', 1000, DAY_MS, 30_000),
+    KILN_NODE_LEASE_MS: integer('KILN_NODE_LEASE_MS', 1000, DAY_MS, 6_000),
     KILN_PRIORITY_AGING_MS: integer('KILN_PRIORITY_AGING_MS', 0, 365 * DAY_MS, 0),
     KILN_RETAIN_COMPLETED_MS: integer('KILN_RETAIN_COMPLETED_MS', 0, 3650 * DAY_MS, DAY_MS),
     KILN_RETAIN_FAILED_MS: integer('KILN_RETAIN_FAILED_MS', 0, 3650 * DAY_MS, 7 * DAY_MS),
@@ -164,6 +165,11 @@ export interface Config {
   maxBodyBytes: number;
   shutdownGraceMs: number;
   leaseMs: number;
+  /**
+   * How long a server's beat keeps it alive for the others on a shared store: a server
+   * not heard of for this long is dead, and its running attempts are taken over.
+   */
+  nodeLeaseMs: number;
   /** A queued job's priority rises one level per this many ms waited (0: off). */
   priorityAgingMs: number;
   retainCompletedMs: number;
@@ -211,6 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,
     shutdownGraceMs: e.KILN_SHUTDOWN_GRACE_MS,
     leaseMs: e.KILN_LEASE_MS,
+    nodeLeaseMs: e.KILN_NODE_LEASE_MS,
     priorityAgingMs: e.KILN_PRIORITY_AGING_MS,
     retainCompletedMs: e.KILN_RETAIN_COMPLETED_MS,
     retainFailedMs: e.KILN_RETAIN_FAILED_MS,

@@ -57,6 +57,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
       pgSchema: config.pgSchema,
       threads: config.threads,
       leaseMs: config.leaseMs,
+      nodeLeaseMs: config.nodeLeaseMs,
       version: KILN_VERSION,
       priorityAgingMs: config.priorityAgingMs,
     }));
@@ -77,6 +78,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     capacity: config.maxQueued,
     threads: config.threads,
     leaseMs: config.leaseMs,
+    nodeLeaseMs: config.nodeLeaseMs,
     retainCompletedMs: config.retainCompletedMs,
     retainFailedMs: config.retainFailedMs,
     logger: log,

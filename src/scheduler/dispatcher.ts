@@ -17,6 +17,8 @@ export interface DispatcherOptions {
   metrics: KilnMetrics;
   threads: number;
   leaseMs: number;
+  /** A shared store's node lease (see LeaseKeeper); null or absent for a store of one process. */
+  nodeLeaseMs?: number | null;
   onError(message: string, error: unknown): void;
   /** Something an operator needs to hear of that is not a failure of this server (a refused outcome). */
   onWarning?(details: object, message: string): void;
@@ -118,6 +120,7 @@ export class Dispatcher {
       store: options.store,
       owner: this.owner,
       leaseMs: options.leaseMs,
+      nodeLeaseMs: options.nodeLeaseMs ?? null,
       running: () => [...this.#byJob.keys(), ...this.#unwritten.keys()],
       lost: (id) => this.abandon(id, 'lease_lost'),
       held: (id) => {

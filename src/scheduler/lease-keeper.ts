@@ -4,6 +4,12 @@ export interface LeaseKeeperOptions {
   store: JobStore;
   owner: string;
   leaseMs: number;
+  /**
+   * A shared store's node lease (KILN_NODE_LEASE_MS): a server not heard of for this long
+   * is dead for the others, who take its attempts over. Null: the store is this process's
+   * alone, and only job leases count.
+   */
+  nodeLeaseMs?: number | null;
   /** The ids of the jobs this process runs now. */
   running(): string[];
   /** The lease of this job is gone (another process may run it): stop the attempt. */
@@ -14,17 +20,24 @@ export interface LeaseKeeperOptions {
 }
 
 /**
- * Keeps this process's leases alive: one heartbeat for all running jobs every third
- * of a lease, from the main thread. If renewals keep failing until the leases would
- * be about to run out, the attempts are given up here first, so that no job runs under
- * a lease that the store (and every other server) already counts as dead.
+ * Keeps this process's leases alive from the main thread. On a shared store there are
+ * two: the node lease (this server's row; one short statement a beat, whatever the
+ * number of running jobs) and the job leases (one write per running job), renewed as
+ * rarely as a third of a job lease. A beat every third of the shorter lease carries the
+ * running jobs' ids only when their renewal is due; the others beat the node alone. If
+ * beats keep failing until either lease would be about to run out, the attempts are
+ * given up here first, so that no job runs under a lease that the store (and every
+ * other server) already counts as dead.
  */
 export class LeaseKeeper {
   readonly #options: LeaseKeeperOptions;
   #timer: NodeJS.Timeout | null = null;
+  /** When the job leases were last renewed (a beat that carried the running ids). */
   #renewedAt = 0;
+  /** When the store last heard of this node (any beat). */
+  #seenAt = 0;
   #beating = false;
-  #again = false;
+  #again: 'all' | 'node' | null = null;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -33,7 +46,14 @@ export class LeaseKeeper {
   start(): void {
     if (this.#timer !== null) return;
     this.#renewedAt = Date.now();
-    this.#timer = setInterval(() => void this.beat(), Math.max(50, Math.floor(this.#options.leaseMs / 3)));
+    this.#seenAt = Date.now();
+    const { leaseMs, nodeLeaseMs } = this.#options;
+    const period = Math.max(50, Math.floor(Math.min(leaseMs, nodeLeaseMs ?? leaseMs) / 3));
+    this.#timer = setInterval(() => {
+      // Job leases are renewed every third of a job lease (give or take half a beat).
+      const due = Date.now() - this.#renewedAt >= Math.floor(leaseMs / 3) - period / 2;
+      void this.beat(due ? 'all' : 'node');
+    }, period);
     this.#timer.unref();
   }
 
@@ -42,22 +62,27 @@ export class LeaseKeeper {
     this.#timer = null;
   }
 
-  /** One heartbeat now (or right after the one in flight, which may have been sent before the caller's news). */
-  async beat(): Promise<void> {
+  /**
+   * One heartbeat now (or right after the one in flight, which may have been sent before
+   * the caller's news): `all` renews the running jobs' leases and answers which are lost,
+   * `node` tells the store this server is alive.
+   */
+  async beat(scope: 'all' | 'node' = 'all'): Promise<void> {
     // A heartbeat that hangs (a silent network) must not keep attempts alive either.
     this.#giveUpStale();
     if (this.#beating) {
-      this.#again = true;
+      if (this.#again !== 'all') this.#again = scope;
       return;
     }
     this.#beating = true;
     const { store, owner, leaseMs } = this.#options;
     const started = Date.now();
-    const sent = this.#options.running();
+    const sent = scope === 'all' ? this.#options.running() : [];
     const attempts = new Map(sent.map((id) => [id, this.#options.held(id)?.attempt]));
     try {
       const lost = await store.heartbeat(owner, sent, leaseMs);
-      this.#renewedAt = started;
+      this.#seenAt = started;
+      if (scope === 'all') this.#renewedAt = started;
       for (const id of lost) {
         // Only the attempt the heartbeat asked about: the job may have been given back and
         // claimed again while it was on its way.
@@ -68,25 +93,32 @@ export class LeaseKeeper {
       this.#giveUpStale();
     } finally {
       this.#beating = false;
-      if (this.#again) {
-        this.#again = false;
-        void this.beat();
+      const again = this.#again;
+      if (again !== null) {
+        this.#again = null;
+        void this.beat(again);
       }
     }
   }
 
   /**
-   * Gives up, before the store would, every attempt whose lease was last renewed (or
-   * taken) five sixths of a lease ago: no job runs here under a lease the other servers
+   * Gives up, before the store would, every attempt whose job lease was last renewed (or
+   * taken) five sixths of a job lease ago, and every attempt when this node was last heard
+   * of five sixths of a node lease ago: no job runs here under a lease the other servers
    * may already count as dead.
    */
   #giveUpStale(): void {
-    const limit = (this.#options.leaseMs * 5) / 6;
+    const { leaseMs, nodeLeaseMs } = this.#options;
     const now = Date.now();
     for (const id of this.#options.running()) {
       const held = this.#options.held(id);
       if (held === undefined) continue;
-      if (now - Math.max(this.#renewedAt, held.claimedAt) > limit) this.#options.lost(id);
+      const jobStale = now - Math.max(this.#renewedAt, held.claimedAt) > (leaseMs * 5) / 6;
+      const nodeStale =
+        nodeLeaseMs !== undefined &&
+        nodeLeaseMs !== null &&
+        now - Math.max(this.#seenAt, held.claimedAt) > (nodeLeaseMs * 5) / 6;
+      if (jobStale || nodeStale) this.#options.lost(id);
     }
   }
 }

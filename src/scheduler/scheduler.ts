@@ -104,6 +104,11 @@ export interface SchedulerOptions {
   capacity: number;
   threads: number;
   leaseMs: number;
+  /**
+   * KILN_NODE_LEASE_MS: on a shared store, how long a beat of this server keeps it alive
+   * for the others (they take over its attempts after it).
+   */
+  nodeLeaseMs: number;
   retainCompletedMs: number;
   retainFailedMs: number;
   logger?: SchedulerLogger;
@@ -190,12 +195,15 @@ export class Scheduler {
       stats: this.stats,
     });
     options.store.observeCommits((seconds) => this.metrics.storeCommitted(seconds));
+    const shared = options.store.nodes !== undefined;
+    const nodeLeaseMs = options.nodeLeaseMs;
     this.#dispatcher = new Dispatcher({
       store: options.store,
       pool: options.pool,
       metrics: this.metrics,
       threads: options.threads,
       leaseMs: options.leaseMs,
+      nodeLeaseMs: shared ? nodeLeaseMs : null,
       onError: (message, error) => this.#log.error({ err: error }, message),
       onWarning: (details, message) => this.#log.warn(details, message),
       taskTypes: () => this.#registry.list().map((task) => task.name),
@@ -204,7 +212,8 @@ export class Scheduler {
     });
     this.#rescuer = new Rescuer({
       store: options.store,
-      intervalMs: Math.max(50, Math.floor(options.leaseMs / 3)),
+      // On a shared store a dead server's attempts are looked for six times a node lease.
+      intervalMs: Math.max(50, Math.floor(Math.min(options.leaseMs / 3, shared ? nodeLeaseMs / 6 : Infinity))),
       onRescued: () => this.#dispatcher.pump(),
       onError: (message, error) => this.#log.error({ err: error }, message),
       ...(options.random === undefined ? {} : { random: options.random }),

@@ -14,6 +14,8 @@ export interface OpenStoreOptions {
   /** This server's worker threads and lease length, reported to the other servers. */
   threads?: number;
   leaseMs?: number;
+  /** KILN_NODE_LEASE_MS: how long this server's beat keeps it alive for the others. */
+  nodeLeaseMs?: number;
   version?: string;
   /** KILN_PRIORITY_AGING_MS (0 or absent: off). */
   priorityAgingMs?: number;
@@ -44,6 +46,7 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
       poolSize: options.pgPoolSize ?? 10,
       ...(options.threads === undefined ? {} : { threads: options.threads }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+      ...(options.nodeLeaseMs === undefined ? {} : { nodeLeaseMs: options.nodeLeaseMs }),
       ...(options.version === undefined ? {} : { version: options.version }),
       ...aging,
     });

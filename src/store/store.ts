@@ -48,7 +48,11 @@ export interface JobStore {
    */
   claim(request: ClaimRequest): Promise<ClaimedJob[][]>;
 
-  /** Extend the owner's leases on `ids` by `leaseMs` from now; answers the ids no longer held. */
+  /**
+   * Extend the owner's leases on `ids` by `leaseMs` from now; answers the ids no longer
+   * held. A shared store also records that the owner's server is alive (its node lease):
+   * with no ids, that alone.
+   */
   heartbeat(owner: string, ids: string[], leaseMs: number): Promise<string[]>;
 
   /** Progress of a running attempt; published as an event, kept with the result. Never waits. */

@@ -7,6 +7,7 @@ import groups from './migrations/004-groups.js';
 import schedules from './migrations/005-schedules.js';
 import callbacks from './migrations/006-callbacks.js';
 import finishFence from './migrations/007-finish-fence.js';
+import nodeLease from './migrations/008-node-lease.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -23,6 +24,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 5, name: 'schedules', sql: schedules },
   { version: 6, name: 'callbacks', sql: callbacks },
   { version: 7, name: 'finish-fence', sql: finishFence },
+  { version: 8, name: 'node-lease', sql: nodeLease },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

@@ -231,10 +231,10 @@ renewed AS (
   WHERE j.id = held.id AND j.status = 'running' AND j.lease_owner = $1
   RETURNING j.id::text AS id),
 node AS (
-  INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at)
-  VALUES ($1, $4, $5, $6, $7, $8, ${now}, ${now})
+  INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at, lease_ms)
+  VALUES ($1, $4, $5, $6, $7, $8, ${now}, ${now}, $9)
   ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, busy = excluded.busy,
-    threads = excluded.threads, stopped_at = NULL)
+    threads = excluded.threads, lease_ms = excluded.lease_ms, stopped_at = NULL)
 SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now`,
 
     progress: `
@@ -296,10 +296,26 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
     setPaused: `INSERT INTO ${s}.settings (key, value) VALUES ('paused', $1)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 
+    /**
+     * Attempts whose lease ran out, oldest first. The job leases of servers whose node
+     * lease ran out (not heard of for their lease_ms) are cut first, in the same statement:
+     * the rescue's fence (lease_expires_at < now) then holds for them, and a beat of a
+     * server that was only slow renews them again, as for any job lease.
+     */
     expired: `
+WITH dead AS (
+  SELECT id FROM ${s}.nodes WHERE stopped_at IS NULL AND lease_ms IS NOT NULL AND last_seen_at + lease_ms < ${now}),
+cut AS (
+  UPDATE ${s}.jobs j SET lease_expires_at = ${now} - 1 FROM dead
+  WHERE j.status = 'running' AND j.lease_owner = dead.id AND j.lease_expires_at >= ${now}
+  RETURNING j.id, j.type, j.lease_owner, j.attempts, j.max_attempts, j.backoff_initial_ms, j.backoff_factor,
+    j.backoff_max_ms, j.backoff_jitter, j.lease_expires_at)
 SELECT id::text AS id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
   backoff_jitter
-FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at < ${now}
+FROM (SELECT * FROM cut UNION ALL
+      SELECT id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
+        backoff_jitter, lease_expires_at
+      FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at < ${now}) e
 ORDER BY lease_expires_at LIMIT $1`,
 
     /** A batch of the oldest terminal jobs past their retention; their edges go with them. */
@@ -312,9 +328,10 @@ WITH gone AS (
 edges AS (DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone))
 SELECT count(*)::int AS n FROM gone`,
 
+    /** Live servers: heard of within their node lease ($1 ms for rows written without one). */
     nodes: `
 SELECT id, host, pid, version, threads, busy, started_at, last_seen_at FROM ${s}.nodes
-WHERE stopped_at IS NULL AND last_seen_at > ${now} - $1 ORDER BY started_at, id`,
+WHERE stopped_at IS NULL AND last_seen_at > ${now} - coalesce(lease_ms, $1) ORDER BY started_at, id`,
     stopNode: `UPDATE ${s}.nodes SET stopped_at = ${now}, busy = 0 WHERE id = ANY($1::text[])`,
 
     /** Folds the count rows of connections that are gone into slot 0, so the table stays small. */

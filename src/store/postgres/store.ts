@@ -83,8 +83,10 @@ export interface PostgresStoreOptions extends StoreOptions {
   poolSize: number;
   /** Worker threads of this server (reported in GET /v1/nodes). */
   threads?: number;
-  /** Lease length (GET /v1/nodes shows servers seen within three). */
+  /** Job lease length (rows of servers without a node lease are listed for three). */
   leaseMs?: number;
+  /** How long a beat of this server keeps it alive for the others (KILN_NODE_LEASE_MS). */
+  nodeLeaseMs?: number;
   version?: string;
   /** How often an idle server claims anyway, in case a notification was lost. */
   pollMs?: number;
@@ -727,6 +729,7 @@ export class PostgresStore implements JobStore {
       this.#options.version ?? '0.0.0',
       threads,
       Math.min(threads, ids.length),
+      this.#options.nodeLeaseMs ?? null,
     ]);
     const row = result.rows[0];
     if (row !== undefined && this.#clock === null) {
