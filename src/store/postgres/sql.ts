@@ -298,13 +298,15 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
 
     /**
      * Attempts whose lease ran out, oldest first. The job leases of servers whose node
-     * lease ran out (not heard of for their lease_ms) are cut first, in the same statement:
+     * lease ran out (not heard of for their lease_ms, within the last day: no job lease is
+     * longer) are cut first, in the same statement:
      * the rescue's fence (lease_expires_at < now) then holds for them, and a beat of a
      * server that was only slow renews them again, as for any job lease.
      */
     expired: `
 WITH dead AS (
-  SELECT id FROM ${s}.nodes WHERE stopped_at IS NULL AND lease_ms IS NOT NULL AND last_seen_at + lease_ms < ${now}),
+  SELECT id FROM ${s}.nodes WHERE stopped_at IS NULL AND lease_ms IS NOT NULL AND last_seen_at + lease_ms < ${now}
+    AND last_seen_at > ${now} - 86400000),
 cut AS (
   UPDATE ${s}.jobs j SET lease_expires_at = ${now} - 1 FROM dead
   WHERE j.status = 'running' AND j.lease_owner = dead.id AND j.lease_expires_at >= ${now}
@@ -333,6 +335,8 @@ SELECT count(*)::int AS n FROM gone`,
 SELECT id, host, pid, version, threads, busy, started_at, last_seen_at FROM ${s}.nodes
 WHERE stopped_at IS NULL AND last_seen_at > ${now} - coalesce(lease_ms, $1) ORDER BY started_at, id`,
     stopNode: `UPDATE ${s}.nodes SET stopped_at = ${now}, busy = 0 WHERE id = ANY($1::text[])`,
+    /** Rows of servers gone for a week (each start of a server is a row of its own). */
+    forgetNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < ${now} - 7 * 86400000`,
 
     /** Folds the count rows of connections that are gone into slot 0, so the table stays small. */
     foldCounts: `

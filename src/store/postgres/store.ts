@@ -1320,6 +1320,7 @@ export class PostgresStore implements JobStore {
         const row = due.rows[0];
         if (row === undefined || !row.locked) return;
         try {
+          await client.query(this.#sql.forgetNodes);
           // A VACUUM of a large table may take longer than any statement of the hot path.
           const long = (text: string) => ({ text, query_timeout: 3_600_000 }) as pg.QueryConfig;
           if (row.vacuum) await client.query(long(this.#sql.vacuum));
