@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { insertOk, newJob, rescueOnce } from './conformance.js';
+import { pollUntil } from '../support/poll.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -32,17 +33,6 @@ async function node(schema: string): Promise<PostgresStore> {
   });
   stores.push(store);
   return store;
-}
-
-/** Calls `attempt` until it answers something `done` accepts, or fails after `deadlineMs`. */
-async function pollUntil<T>(attempt: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const value = await attempt();
-    if (done(value)) return value;
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 describe('postgres store: node leases (KILN_TEST_PG)', () => {
@@ -80,7 +70,7 @@ describe('postgres store: node leases (KILN_TEST_PG)', () => {
       await pollUntil(
         async () => (moved += await rescueOnce(b)),
         (n) => n === claimed.length,
-        'the silent server’s attempts to be taken over',
+        { what: 'the silent server’s attempts to be taken over' },
       );
       const tookMs = Date.now() - silentAt;
       assert.ok(tookMs < JOB_LEASE_MS / 10, `taken over by the node lease, not the job lease (${tookMs} ms)`);
@@ -91,7 +81,7 @@ describe('postgres store: node leases (KILN_TEST_PG)', () => {
       await pollUntil(
         () => b.nodes(),
         (nodes) => !nodes.some((n) => n.id === owner),
-        'the silent server to leave the node list',
+        { what: 'the silent server to leave the node list' },
       );
       // A late outcome of the dead server is refused.
       const late = await a.finish([
