@@ -17,7 +17,7 @@ import type {
   TaskLimits,
 } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
-import type { WorkerPool } from '../workers/pool.js';
+import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
@@ -179,7 +179,7 @@ export class Scheduler {
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
-      threads: options.threads,
+      threads: () => this.#pool.liveThreads,
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
@@ -198,6 +198,7 @@ export class Scheduler {
       leaseMs: options.leaseMs,
       onError: (message, error) => this.#log.error({ err: error }, message),
       taskTypes: () => this.#registry.list().map((task) => task.name),
+      isolated: (type) => this.#registry.get(type)?.isolate === true,
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
     });
@@ -652,7 +653,7 @@ export class Scheduler {
 
   /** Threads of every live server sharing the store, or of this one. */
   async #threads(): Promise<{ size: number; busy: number }> {
-    const here = { size: this.#options.threads, busy: this.#dispatcher.busyThreads };
+    const here = { size: this.#pool.liveThreads, busy: this.#dispatcher.busyThreads };
     if (this.#store.nodes === undefined) return here;
     const nodes = await this.#store.nodes().catch(unavailable);
     let size = here.size;
@@ -718,6 +719,30 @@ export class Scheduler {
   onThreadMessage(message: ChannelMessage): void {
     if (message.kind !== 'progress') return;
     this.#dispatcher.onProgress(message.jobId, message.attempt, message.percent, message.message);
+  }
+
+  /**
+   * A worker thread ended (the pool replaces it): one log line and one count per thread,
+   * naming the attempts it held and, for an uncaught error, the attempt that raised it.
+   */
+  onThreadEnd(end: ThreadEnd): void {
+    this.metrics.threadEnded(end.reason);
+    const fields = {
+      reason: end.reason,
+      cause: end.cause,
+      attempts: end.attempts,
+      ...(end.culprit === null ? {} : { culprit: end.culprit }),
+    };
+    if (end.reason === 'recycled' || end.reason === 'isolated' || end.reason === 'stopped') {
+      this.#log.info(fields, `worker thread replaced (${end.reason})`);
+    } else if (end.culprit?.late === true) {
+      this.#log.warn(
+        fields,
+        `job ${end.culprit.jobId} (attempt ${end.culprit.attempt}) raised an uncaught error after its outcome was recorded; its worker thread was replaced`,
+      );
+    } else {
+      this.#log.warn(fields, `worker thread replaced (${end.reason})`);
+    }
   }
 
   /** Whether the store can take writes now (for /ready). */
