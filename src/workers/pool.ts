@@ -81,8 +81,9 @@ export class WorkerPool {
   readonly #messages = new Map<number, AttemptInput[]>();
   /** Slots whose thread the pool is terminating: their rejection is no crash. */
   readonly #terminating = new Set<number>();
-  /** Threads started and ended (piscina's events); their difference is the live threads. */
-  #created = 0;
+  /** The threads that started up (piscina's workerCreate); a replacement still starting is not one. */
+  readonly #ready = new WeakSet<object>();
+  /** Threads ended (piscina's workerDestroy). */
   #destroyed = 0;
   /** Thread ends reported; fewer than #destroyed means a thread died while idle. */
   #reported = 0;
@@ -145,8 +146,9 @@ export class WorkerPool {
     piscina.on('error', (err: Error) => {
       this.#idleError = err;
     });
-    piscina.on('workerCreate', () => {
-      this.#created += 1;
+    piscina.on('workerCreate', (worker: { id: number }) => {
+      const thread = piscina.threads.find((candidate) => candidate.threadId === worker.id);
+      if (thread !== undefined) this.#ready.add(thread);
     });
     piscina.on('workerDestroy', () => {
       this.#destroyed += 1;
@@ -285,7 +287,7 @@ export class WorkerPool {
   /** Threads up and able to run now: below `threads` while a dead thread's replacement starts. */
   get liveThreads(): number {
     if (this.#piscina === null) return 0;
-    return Math.max(0, this.#created - this.#destroyed);
+    return this.#piscina.threads.filter((thread) => this.#ready.has(thread)).length;
   }
 
   /** Terminates every thread; a run() still in flight rejects. */

@@ -28,6 +28,8 @@ function attempt(type: string, payload: unknown = {}): AttemptInput {
 class TestPool {
   readonly pool: WorkerPool;
   readonly ends: ThreadEnd[] = [];
+  /** pool.liveThreads as each end was reported. */
+  readonly liveAtEnd: number[] = [];
   readonly #events = new EventEmitter();
 
   constructor(options: Partial<WorkerPoolOptions> = {}) {
@@ -38,6 +40,7 @@ class TestPool {
       onProgress: (message: ProgressMessage) => this.#events.emit(`progress:${message.jobId}`, message),
       onThreadEnd: (end) => {
         this.ends.push(end);
+        this.liveAtEnd.push(this.pool.liveThreads);
         this.#events.emit('end', end);
       },
       ...options,
@@ -182,6 +185,7 @@ describe('an error no handler caught', () => {
       attempts: [{ jobId: exiting.jobId, attempt: 1 }],
       culprit: null,
     });
+    assert.equal(pool.liveAtEnd[seen], 0, 'the dead thread is not counted while its replacement starts');
     assert.deepEqual(valueOf(await pool.one(attempt('noop'))), { ok: true });
     assert.equal(pool.pool.liveThreads, 1);
   });
