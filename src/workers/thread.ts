@@ -171,7 +171,7 @@ function execute(run: AttemptRun): Promise<AttemptResult> {
  * `interrupted`; the thread retires (see the header).
  */
 function onUncaught(err: unknown, origin: string): void {
-  const culprit = attemptContext.getStore() ?? null;
+  const culprit = attemptContext.getStore() ?? soleSuspect();
   const described = describeError(err);
   const kind = origin === 'unhandledRejection' ? 'an unhandled rejection' : 'an uncaught exception';
   const cause = `${described.name}: ${described.message} (${kind})`;
@@ -203,6 +203,18 @@ function onUncaught(err: unknown, origin: string): void {
     run.result = interrupted();
     run.cut(run.result);
   }
+}
+
+/**
+ * Whom to charge when the error carries no attempt's context (a queueMicrotask callback,
+ * say): the first attempt a thread runs is the only work it has ever done, so it is
+ * charged; on a thread that ran others, nobody is, and the attempt running goes back
+ * uncounted. So a job that keeps crashing this way is charged once it meets a fresh
+ * thread, which a crash provides, instead of being given back forever.
+ */
+function soleSuspect(): AttemptRun | null {
+  const first = current?.[0];
+  return attemptsRun === 0 && first !== undefined && first.result === null ? first : null;
 }
 
 function retire(reason: Retirement['reason'], cause: string): Retirement {

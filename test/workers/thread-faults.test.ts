@@ -96,6 +96,10 @@ function withoutMs(result: AttemptResult | undefined): unknown {
   return rest;
 }
 
+function codeOf(result: AttemptResult): string | null {
+  return result.ok ? null : (result.code ?? null);
+}
+
 function valueOf(result: AttemptResult): unknown {
   assert.ok(result.ok, JSON.stringify(result));
   return JSON.parse(result.resultText) as unknown;
@@ -173,6 +177,34 @@ describe('an error no handler caught', () => {
     assert.deepEqual(end.culprit, { jobId: culprit.jobId, attempt: 1, late: false });
     const fresh = valueOf(await pool.one(attempt('fixture.thread-state', { mark: 'after' })));
     assert.deepEqual((fresh as { seen: unknown }).seen, null, 'the replacement thread never saw the batch');
+  });
+
+  test('an error that names no attempt is charged to the first attempt of a fresh thread, else to nobody', async () => {
+    const fresh = new TestPool();
+    try {
+      const first = attempt('fixture.late-throw', { n: 5, microtask: true, wait: true });
+      assert.deepEqual(withoutMs(await fresh.one(first)), {
+        ok: false,
+        code: 'worker_crashed',
+        error: {
+          name: 'Error',
+          message: 'microtask throw 5 (an uncaught exception outside the handler)',
+          retryable: true,
+        },
+      });
+      assert.deepEqual((await fresh.nextEnd(0)).culprit, { jobId: first.jobId, attempt: 1, late: false });
+      assert.equal((await fresh.one(attempt('noop'))).ok, true);
+      // On a thread that ran another job first, the error could be that job's: nobody is charged.
+      const second = attempt('fixture.late-throw', { n: 6, microtask: true, wait: true });
+      assert.equal(codeOf(await fresh.one(second)), 'interrupted');
+      const end = await fresh.nextEnd(1);
+      assert.equal(end.culprit, null);
+      assert.deepEqual(end.attempts, [{ jobId: second.jobId, attempt: 1 }]);
+      // Given back, it runs again on the replacement thread, where it is the first attempt.
+      assert.equal(codeOf(await fresh.one(second)), 'worker_crashed');
+    } finally {
+      await fresh.pool.close();
+    }
   });
 
   test('a thread that exits in a handler is reported with the attempt it ran, and replaced', async () => {
