@@ -30,6 +30,13 @@ const REWRITE_MS = 500;
 
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
+/** Why a thread was stopped, for the log line of its end. */
+const ABORT_CAUSES: Record<Exclude<AbortReason, 'timeout'>, string> = {
+  cancel: 'its job was cancelled',
+  shutdown: 'the server shut down before the attempt finished',
+  lease_lost: "its job's lease was lost",
+};
+
 /** One message to one thread: one job, or a micro-batch of tiny ones. */
 interface Batch {
   jobs: ClaimedJob[];
@@ -484,7 +491,11 @@ export class Dispatcher {
     if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
-    this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', reason);
+    const cause =
+      reason === 'timeout'
+        ? `ran longer than its timeout of ${Math.min(...batch.jobs.map((job) => job.timeoutMs))} ms`
+        : ABORT_CAUSES[reason];
+    this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', cause);
   }
 
   #whenIdle(): Promise<void> {

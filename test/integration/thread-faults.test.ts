@@ -64,6 +64,25 @@ describe('a crash is charged to the job whose work raised it', () => {
     assert.equal((await server.waitForJob(culprit)).status, 'completed');
   });
 
+  it('a timeout is logged with the job, its attempt and the cause, and counted', async () => {
+    const id = await submit(server, { type: 'fixture.block', payload: {}, maxAttempts: 1, timeoutMs: 200 });
+    const job = await server.waitForJob(id);
+    assert.equal((job.error as { code: string }).code, 'timeout');
+    assert.equal(await restarts(server, 'timeout'), 1);
+    const lines = log.lines.filter((line) => line.reason === 'timeout');
+    assert.deepEqual(
+      lines.map(({ level, attempts, cause, msg }) => ({ level, attempts, cause, msg })),
+      [
+        {
+          level: 40,
+          attempts: [{ jobId: id, attempt: 1 }],
+          cause: 'ran longer than its timeout of 200 ms',
+          msg: 'worker thread replaced (timeout)',
+        },
+      ],
+    );
+  });
+
   it('a timer that throws while its own attempt still runs fails that attempt as worker_crashed', async () => {
     const culprit = await submit(server, {
       type: 'fixture.late-throw',
