@@ -18,6 +18,7 @@ import type {
 } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
 import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
+import { threadEndLine } from './thread-end-log.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
@@ -727,22 +728,8 @@ export class Scheduler {
    */
   onThreadEnd(end: ThreadEnd): void {
     this.metrics.threadEnded(end.reason);
-    const fields = {
-      reason: end.reason,
-      cause: end.cause,
-      attempts: end.attempts,
-      ...(end.culprit === null ? {} : { culprit: end.culprit }),
-    };
-    if (end.reason === 'recycled' || end.reason === 'isolated' || end.reason === 'stopped') {
-      this.#log.info(fields, `worker thread replaced (${end.reason})`);
-    } else if (end.culprit?.late === true) {
-      this.#log.warn(
-        fields,
-        `job ${end.culprit.jobId} (attempt ${end.culprit.attempt}) raised an uncaught error after its outcome was recorded; its worker thread was replaced`,
-      );
-    } else {
-      this.#log.warn(fields, `worker thread replaced (${end.reason})`);
-    }
+    const line = threadEndLine(end);
+    this.#log[line.level](line.fields, line.message);
   }
 
   /** Whether the store can take writes now (for /ready). */
