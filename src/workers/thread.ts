@@ -139,6 +139,10 @@ async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
     retirement = retire('recycled', `ran ${attemptsRun} attempts (KILN_THREAD_MAX_JOBS)`);
   }
   if (retirement === null && isolated !== null) retirement = retire('isolated', `task "${isolated}" ran`);
+  // The heap grew to hold a result that was refused; a new thread gives that memory back.
+  if (retirement === null && results.some((result) => !result.ok && result.code === 'result_too_large')) {
+    retirement = retire('recycled', 'an attempt built a result over KILN_MAX_RESULT_BYTES');
+  }
   // The main thread is terminating this thread for this message (timeout, cancel): wait
   // for the end here rather than start the look-ahead behind it.
   if (slots !== null && !endSlot(slots, task.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
