@@ -36,8 +36,9 @@ export interface WorkerPoolOptions {
 /**
  * Why a thread ended: `crashed` (process.exit, an uncaught error, an error at import),
  * `memory` (its heap limit), `timeout` and `stopped` (terminated for a timeout, or a
- * cancel, a lost lease, a shutdown), `recycled` (KILN_THREAD_MAX_JOBS, or after a result over the size limit) and `isolated`
- * (after, or to make room for, an isolated task's attempt).
+ * cancel, a lost lease, a shutdown), `recycled` (KILN_THREAD_MAX_JOBS, or after a
+ * result over the size limit) and `isolated` (after, or to make room for, an isolated
+ * task's attempt).
  */
 export const THREAD_END_REASONS = ['crashed', 'memory', 'timeout', 'stopped', 'recycled', 'isolated'] as const;
 export type ThreadEndReason = (typeof THREAD_END_REASONS)[number];
