@@ -111,7 +111,7 @@ async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
   // A retiring thread starts nothing: the message stays unstarted in its slot and the
   // pool, which terminates this thread, gives it back.
   if (retirement !== null) return new Promise<never>(() => {});
-  const isolated = await isolatedTypes(task.attempts);
+  const isolated = await isolatedType(task.attempts);
   if (isolated !== null && attemptsRun > 0) {
     // An isolated task needs a thread that has run nothing: this one asks to be
     // replaced without starting the message, which goes back to the queue uncounted.
@@ -150,7 +150,7 @@ async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
 }
 
 /** The first task type of these attempts that asks for a fresh thread, or null. */
-async function isolatedTypes(attempts: AttemptInput[]): Promise<string | null> {
+async function isolatedType(attempts: AttemptInput[]): Promise<string | null> {
   for (const input of attempts) {
     const definition = await loadTask(input.type).catch(() => null);
     if (definition?.isolate === true) return input.type;
