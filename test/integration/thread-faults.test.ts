@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { startServer, type TestServer } from '../support/kiln.js';
 import { repoRoot } from '../support/paths.js';
+import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
  * Misbehaving handlers beside ordinary ones, through HTTP, a SQLite file and real
@@ -33,71 +34,82 @@ async function restarts(server: TestServer, reason: string): Promise<number> {
   return Number(line.split(' ')[1]);
 }
 
-describe('a crash is charged to the job whose work raised it', () => {
-  let server: TestServer;
-  const log = recordingLogger();
-  before(async () => {
-    server = await startServer({ KILN_STORE: 'sqlite', KILN_TASKS_DIR: tasksDir }, undefined, { logger: log.logger });
-  });
-  after(() => server.close());
+const pgSchema = freshSchemaName();
+const STORES = [
+  ['a SQLite file', { KILN_STORE: 'sqlite' }],
+  ['PostgreSQL', { KILN_STORE: TEST_PG_URL, KILN_PG_SCHEMA: pgSchema }],
+] as const;
 
-  it('a throw from a timer after its handler returned does not fail the next job on the thread', async () => {
-    const culprit = await submit(server, { type: 'fixture.late-throw', payload: { n: 1 }, maxAttempts: 1 });
-    assert.equal((await server.waitForJob(culprit)).status, 'completed');
-    const innocent = await submit(server, { type: 'fixture.fire', payload: {}, maxAttempts: 1 });
-    const job = await server.waitForJob(innocent);
-    // Its first attempt was cut short by the culprit's timer, given back uncounted, and
-    // ran again on a fresh thread, where nothing was left to fire.
-    assert.equal(job.status, 'completed', JSON.stringify(job));
-    assert.equal(job.result, 'nothing to fire');
-    assert.equal((job.error as { code: string }).code, 'interrupted');
-
-    assert.equal(await restarts(server, 'crashed'), 1);
-    const crashes = log.lines.filter((line) => line.reason === 'crashed');
-    assert.equal(crashes.length, 1, JSON.stringify(crashes));
-    const [crash] = crashes;
-    assert.deepEqual(crash?.culprit, { jobId: culprit, attempt: 1, late: true });
-    assert.deepEqual(crash?.attempts, [{ jobId: innocent, attempt: 1 }]);
-    assert.equal(crash?.cause, 'Error: late throw 1 (an uncaught exception)');
-    assert.match(String(crash?.msg), new RegExp(`job ${culprit} \\(attempt 1\\) raised an uncaught error after`));
-    // A finished job stays finished: nothing done is undone.
-    assert.equal((await server.waitForJob(culprit)).status, 'completed');
-  });
-
-  it('a timeout is logged with the job, its attempt and the cause, and counted', async () => {
-    const id = await submit(server, { type: 'fixture.block', payload: {}, maxAttempts: 1, timeoutMs: 200 });
-    const job = await server.waitForJob(id);
-    assert.equal((job.error as { code: string }).code, 'timeout');
-    assert.equal(await restarts(server, 'timeout'), 1);
-    const lines = log.lines.filter((line) => line.reason === 'timeout');
-    assert.deepEqual(
-      lines.map(({ level, attempts, cause, msg }) => ({ level, attempts, cause, msg })),
-      [
-        {
-          level: 40,
-          attempts: [{ jobId: id, attempt: 1 }],
-          cause: 'ran longer than its timeout of 200 ms',
-          msg: 'worker thread replaced (timeout)',
-        },
-      ],
-    );
-  });
-
-  it('a timer that throws while its own attempt still runs fails that attempt as worker_crashed', async () => {
-    const culprit = await submit(server, {
-      type: 'fixture.late-throw',
-      payload: { n: 2, fire: true, wait: true },
-      maxAttempts: 1,
+for (const [storeName, storeEnv] of STORES) {
+  describe(`a crash is charged to the job whose work raised it (${storeName})`, () => {
+    let server: TestServer;
+    const log = recordingLogger();
+    before(async () => {
+      server = await startServer({ ...storeEnv, KILN_TASKS_DIR: tasksDir }, undefined, { logger: log.logger });
     });
-    const job = await server.waitForJob(culprit);
-    assert.equal(job.status, 'failed');
-    assert.deepEqual(job.error, {
-      code: 'worker_crashed',
-      message: 'attempt 1 crashed its worker thread: Error: late throw 2 (an uncaught exception outside the handler)',
-      attempt: 1,
+    after(async () => {
+      await server.close();
+      if (storeName === 'PostgreSQL') await dropSchema(pgSchema);
+    });
+
+    it('a throw from a timer after its handler returned does not fail the next job on the thread', async () => {
+      const culprit = await submit(server, { type: 'fixture.late-throw', payload: { n: 1 }, maxAttempts: 1 });
+      assert.equal((await server.waitForJob(culprit)).status, 'completed');
+      const innocent = await submit(server, { type: 'fixture.fire', payload: {}, maxAttempts: 1 });
+      const job = await server.waitForJob(innocent);
+      // Its first attempt was cut short by the culprit's timer, given back uncounted, and
+      // ran again on a fresh thread, where nothing was left to fire.
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      assert.equal(job.result, 'nothing to fire');
+      assert.equal((job.error as { code: string }).code, 'interrupted');
+
+      assert.equal(await restarts(server, 'crashed'), 1);
+      const crashes = log.lines.filter((line) => line.reason === 'crashed');
+      assert.equal(crashes.length, 1, JSON.stringify(crashes));
+      const [crash] = crashes;
+      assert.deepEqual(crash?.culprit, { jobId: culprit, attempt: 1, late: true });
+      assert.deepEqual(crash?.attempts, [{ jobId: innocent, attempt: 1 }]);
+      assert.equal(crash?.cause, 'Error: late throw 1 (an uncaught exception)');
+      assert.match(String(crash?.msg), new RegExp(`job ${culprit} \\(attempt 1\\) raised an uncaught error after`));
+      // A finished job stays finished: nothing done is undone.
+      assert.equal((await server.waitForJob(culprit)).status, 'completed');
+    });
+
+    it('a timeout is logged with the job, its attempt and the cause, and counted', async () => {
+      const id = await submit(server, { type: 'fixture.block', payload: {}, maxAttempts: 1, timeoutMs: 200 });
+      const job = await server.waitForJob(id);
+      assert.equal((job.error as { code: string }).code, 'timeout');
+      assert.equal(await restarts(server, 'timeout'), 1);
+      const lines = log.lines.filter((line) => line.reason === 'timeout');
+      assert.deepEqual(
+        lines.map(({ level, attempts, cause, msg }) => ({ level, attempts, cause, msg })),
+        [
+          {
+            level: 40,
+            attempts: [{ jobId: id, attempt: 1 }],
+            cause: 'ran longer than its timeout of 200 ms',
+            msg: 'worker thread replaced (timeout)',
+          },
+        ],
+      );
+    });
+
+    it('a timer that throws while its own attempt still runs fails that attempt as worker_crashed', async () => {
+      const culprit = await submit(server, {
+        type: 'fixture.late-throw',
+        payload: { n: 2, fire: true, wait: true },
+        maxAttempts: 1,
+      });
+      const job = await server.waitForJob(culprit);
+      assert.equal(job.status, 'failed');
+      assert.deepEqual(job.error, {
+        code: 'worker_crashed',
+        message: 'attempt 1 crashed its worker thread: Error: late throw 2 (an uncaught exception outside the handler)',
+        attempt: 1,
+      });
     });
   });
-});
+}
 
 describe('thread recycling, isolation and the result ceiling', () => {
   let server: TestServer;
