@@ -127,6 +127,8 @@ function envSchema() {
     KILN_MAX_QUEUED: integer('KILN_MAX_QUEUED', 1, 100_000_000, 100_000),
     KILN_THREAD_MAX_MEMORY_MB: integer('KILN_THREAD_MAX_MEMORY_MB', 16, 65_536, 512),
     KILN_THREAD_NICE: integer('KILN_THREAD_NICE', 0, 19, 10),
+    KILN_THREAD_MAX_JOBS: integer('KILN_THREAD_MAX_JOBS', 0, 1_000_000_000, 0),
+    KILN_MAX_RESULT_BYTES: integer('KILN_MAX_RESULT_BYTES', 1024, 268_435_456, 16_777_216),
     KILN_SQLITE_SYNC: oneOf('KILN_SQLITE_SYNC', ['full', 'normal'] as const, 'full'),
     KILN_PG_POOL_SIZE: integer('KILN_PG_POOL_SIZE', 1, 1000, 10),
     KILN_PG_SCHEMA: pgSchema,
@@ -156,6 +158,10 @@ export interface Config {
   maxQueued: number;
   threadMaxMemoryMb: number;
   threadNice: number;
+  /** Attempts a worker thread runs before it is replaced; null: never (KILN_THREAD_MAX_JOBS=0). */
+  threadMaxJobs: number | null;
+  /** The largest JSON result an attempt may return, in UTF-8 bytes. */
+  maxResultBytes: number;
   sqliteSync: 'full' | 'normal';
   /** Connections of the PostgreSQL store's pool (besides its listener and heartbeat connections). */
   pgPoolSize: number;
@@ -209,6 +215,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxQueued: e.KILN_MAX_QUEUED,
     threadMaxMemoryMb: e.KILN_THREAD_MAX_MEMORY_MB,
     threadNice: e.KILN_THREAD_NICE,
+    threadMaxJobs: e.KILN_THREAD_MAX_JOBS === 0 ? null : e.KILN_THREAD_MAX_JOBS,
+    maxResultBytes: e.KILN_MAX_RESULT_BYTES,
     sqliteSync: e.KILN_SQLITE_SYNC,
     pgPoolSize: e.KILN_PG_POOL_SIZE,
     pgSchema: e.KILN_PG_SCHEMA,

@@ -67,9 +67,10 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     maxMemoryMb: config.threadMaxMemoryMb,
     nice: config.threadNice,
     registry,
+    maxJobsPerThread: config.threadMaxJobs,
+    maxResultBytes: config.maxResultBytes,
     onProgress: (message) => scheduler?.onThreadMessage(message),
-    onThreadError: (error) =>
-      log.error({ err: error }, 'a worker thread died outside an attempt; the pool replaces it'),
+    onThreadEnd: (end) => scheduler?.onThreadEnd(end),
   });
   scheduler = new Scheduler({
     store,

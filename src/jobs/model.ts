@@ -52,6 +52,7 @@ export const JOB_ERROR_CODES = [
   'timeout',
   'worker_crashed',
   'interrupted',
+  'result_too_large',
   'dependency_failed',
   'cancelled',
   'evicted',

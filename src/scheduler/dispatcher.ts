@@ -26,12 +26,21 @@ export interface DispatcherOptions {
   microBatch?: MicroBatchOptions;
   /** The registered task types (a shared store that applies task limits claims type by type). */
   taskTypes?: () => readonly string[];
+  /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
+  isolated?: (type: string) => boolean;
 }
 
 /** How often outcomes the store could not take are written again. */
 const REWRITE_MS = 500;
 
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
+
+/** Why a thread was stopped, for the log line of its end. */
+const ABORT_CAUSES: Record<Exclude<AbortReason, 'timeout'>, string> = {
+  cancel: 'its job was cancelled',
+  shutdown: 'the server shut down before the attempt finished',
+  lease_lost: "its job's lease was lost",
+};
 
 /** One message to one thread: one job, or a micro-batch of tiny ones. */
 interface Batch {
@@ -488,7 +497,11 @@ export class Dispatcher {
     if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
-    this.#pool.stop(batch.slot);
+    const cause =
+      reason === 'timeout'
+        ? `ran longer than its timeout of ${Math.min(...batch.jobs.map((job) => job.timeoutMs))} ms`
+        : ABORT_CAUSES[reason];
+    this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', cause);
   }
 
   #whenIdle(): Promise<void> {
@@ -523,7 +536,10 @@ export class Dispatcher {
     const alone = batch.jobs.length === 1;
     for (const [index, job] of batch.jobs.entries()) {
       if (job.readyAt !== null) this.#metrics.waited(job.type, Math.max(0, started - job.readyAt) / 1000);
-      if (results !== null) this.#micro.learn(job.type, results[index]?.ms ?? elapsedMs / batch.jobs.length);
+      // An isolated type is never learned, so never tiny: each of its attempts needs a thread of its own.
+      if (results !== null && this.#options.isolated?.(job.type) !== true) {
+        this.#micro.learn(job.type, results[index]?.ms ?? elapsedMs / batch.jobs.length);
+      }
       // A broken batch cannot say which job was at fault: each runs alone next.
       this.#micro.setSolo(job.id, !alone && results === null && batch.abortReason !== 'shutdown');
     }

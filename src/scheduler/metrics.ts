@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../jobs/model.js';
 import type { QueueCounts } from '../store/store.js';
+import { THREAD_END_REASONS, type ThreadEndReason } from '../workers/pool.js';
 import type { JobStats } from './job-stats.js';
 import { REFUSAL_REASONS, type RefusalReason } from './refused-outcome.js';
 
@@ -14,7 +15,8 @@ const SCHEDULE_TICK_OUTCOMES = ['created', 'skipped', 'overlap'] as const;
 export interface GaugeSource {
   counts(): Promise<QueueCounts>;
   capacity: number;
-  threads: number;
+  /** Worker threads alive now. */
+  threads(): number;
   busyThreads(): number;
   /** Registered task types (each gets its series at 0) and the attempts of each this server runs. */
   taskTypes?: () => string[];
@@ -60,6 +62,7 @@ export class KilnMetrics {
   readonly #scheduleTicks: Counter<'schedule' | 'outcome'>;
   readonly #callbacks: Counter<'outcome'>;
   readonly #refused: Counter<'reason'>;
+  readonly #threadRestarts: Counter<'reason'>;
   readonly #httpRequests: Counter<'method' | 'route' | 'status'>;
   readonly #httpSeconds: Histogram<'method' | 'route'>;
   readonly #stats: JobStats | undefined;
@@ -182,10 +185,10 @@ export class KilnMetrics {
     });
     new Gauge({
       name: 'kiln_pool_threads',
-      help: 'Worker threads in the pool.',
+      help: 'Worker threads alive in the pool (below the configured count while a dead one is replaced).',
       registers,
       collect() {
-        this.set(source.threads);
+        this.set(source.threads());
       },
     });
     new Gauge({
@@ -241,6 +244,13 @@ export class KilnMetrics {
       registers,
     });
     for (const reason of [...REFUSAL_REASONS, 'unknown']) this.#refused.inc({ reason }, 0);
+    this.#threadRestarts = new Counter({
+      name: 'kiln_thread_restarts_total',
+      help: 'Worker threads that ended and were replaced, by reason: crashed, memory, timeout, stopped, recycled, isolated.',
+      labelNames: ['reason'],
+      registers,
+    });
+    for (const reason of THREAD_END_REASONS) this.#threadRestarts.inc({ reason }, 0);
     const paused = source.paused;
     new Gauge({
       name: 'kiln_queue_paused',
@@ -368,6 +378,11 @@ export class KilnMetrics {
 
   outcomeRefused(reason: RefusalReason | 'unknown'): void {
     this.#refused.inc({ reason });
+  }
+
+  /** A worker thread ended and is replaced (kiln_thread_restarts_total). */
+  threadEnded(reason: ThreadEndReason): void {
+    this.#threadRestarts.inc({ reason });
   }
 
   /** A store commit took this long (kiln_store_commit_seconds). */

@@ -46,8 +46,23 @@ export function decideAttempt(
   if (end.kind === 'answered') {
     const { result } = end;
     if (result.ok) return { outcome: { kind: 'completed', resultText: result.resultText }, metric: 'success' };
+    if (result.code === 'interrupted') {
+      const message = 'another attempt crashed the thread this one ran on; it runs again';
+      return {
+        outcome: { kind: 'released', error: { code: 'interrupted', message, attempt: job.attempts }, retryAt: now },
+        metric: 'crash',
+      };
+    }
+    if (result.code === 'worker_crashed') {
+      const error: JobError = {
+        code: 'worker_crashed',
+        message: `attempt ${job.attempts} crashed its worker thread: ${result.error.name}: ${result.error.message}`,
+        attempt: job.attempts,
+      };
+      return { outcome: failure(job, error, true, now, random), metric: 'crash' };
+    }
     const error: JobError = {
-      code: 'handler_error',
+      code: result.code ?? 'handler_error',
       message: `${result.error.name}: ${result.error.message}`,
       attempt: job.attempts,
     };

@@ -17,7 +17,8 @@ import type {
   TaskLimits,
 } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
-import type { WorkerPool } from '../workers/pool.js';
+import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
+import { threadEndLine } from './thread-end-log.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
@@ -184,7 +185,7 @@ export class Scheduler {
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
-      threads: options.threads,
+      threads: () => this.#pool.liveThreads,
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
@@ -207,6 +208,7 @@ export class Scheduler {
       onError: (message, error) => this.#log.error({ err: error }, message),
       onWarning: (details, message) => this.#log.warn(details, message),
       taskTypes: () => this.#registry.list().map((task) => task.name),
+      isolated: (type) => this.#registry.get(type)?.isolate === true,
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
     });
@@ -662,7 +664,7 @@ export class Scheduler {
 
   /** Threads of every live server sharing the store, or of this one. */
   async #threads(): Promise<{ size: number; busy: number }> {
-    const here = { size: this.#options.threads, busy: this.#dispatcher.busyThreads };
+    const here = { size: this.#pool.liveThreads, busy: this.#dispatcher.busyThreads };
     if (this.#store.nodes === undefined) return here;
     const nodes = await this.#store.nodes().catch(unavailable);
     let size = here.size;
@@ -728,6 +730,16 @@ export class Scheduler {
   onThreadMessage(message: ChannelMessage): void {
     if (message.kind !== 'progress') return;
     this.#dispatcher.onProgress(message.jobId, message.attempt, message.percent, message.message);
+  }
+
+  /**
+   * A worker thread ended (the pool replaces it): one log line and one count per thread,
+   * naming the attempts it held and, for an uncaught error, the attempt that raised it.
+   */
+  onThreadEnd(end: ThreadEnd): void {
+    this.metrics.threadEnded(end.reason);
+    const line = threadEndLine(end);
+    this.#log[line.level](line.fields, line.message);
   }
 
   /** Whether the store can take writes now (for /ready). */

@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { BroadcastChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { ChannelMessage, TaskAnswer, ThreadData, ThreadTask } from './protocol.js';
+import type {
+  AttemptInput,
+  ChannelMessage,
+  Retirement,
+  TaskAnswer,
+  ThreadAnswer,
+  ThreadData,
+  ThreadTask,
+} from './protocol.js';
 import { AttemptSlots } from './slots.js';
 import type { TaskRegistry } from './registry.js';
 
@@ -17,8 +25,32 @@ export interface WorkerPoolOptions {
   registry: TaskRegistry;
   /** Called on the main thread for every progress report of a running attempt. */
   onProgress(message: ProgressMessage): void;
-  /** A thread error that no running task could be blamed for (e.g. a stray timer throwing after its task ended). */
-  onThreadError?(err: Error): void;
+  /** Attempts a thread runs before it is replaced (recycling); null: no limit. */
+  maxJobsPerThread?: number | null;
+  /** The largest JSON result, in UTF-8 bytes, an attempt may return; a larger one fails it. */
+  maxResultBytes?: number;
+  /** Called once for every thread that ends while the pool is open, with why. */
+  onThreadEnd?(end: ThreadEnd): void;
+}
+
+/**
+ * Why a thread ended: `crashed` (process.exit, an uncaught error, an error at import),
+ * `memory` (its heap limit), `timeout` and `stopped` (terminated for a timeout, or a
+ * cancel, a lost lease, a shutdown), `recycled` (KILN_THREAD_MAX_JOBS, or after a
+ * result over the size limit) and `isolated` (after, or to make room for, an isolated
+ * task's attempt).
+ */
+export const THREAD_END_REASONS = ['crashed', 'memory', 'timeout', 'stopped', 'recycled', 'isolated'] as const;
+export type ThreadEndReason = (typeof THREAD_END_REASONS)[number];
+
+export interface ThreadEnd {
+  reason: ThreadEndReason;
+  /** What happened: the error, the abort's reason, the job count. */
+  cause: string;
+  /** The attempts its message held when it ended (empty when it ran none). */
+  attempts: Array<{ jobId: string; attempt: number }>;
+  /** The attempt whose work raised an uncaught error, when known; `late`: after its outcome was answered. */
+  culprit: { jobId: string; attempt: number; late: boolean } | null;
 }
 
 /** Messages a thread holds at once: the one it runs and one look-ahead. */
@@ -45,9 +77,24 @@ export function classifyRunFailure(_err: unknown, signal: AbortSignal): RunFailu
 export class WorkerPool {
   readonly #size: number;
   readonly #onProgress: (message: ProgressMessage) => void;
+  readonly #onThreadEnd: (end: ThreadEnd) => void;
+  /** The attempts of each message in flight, by slot. */
+  readonly #messages = new Map<number, AttemptInput[]>();
+  /** Slots whose thread the pool is terminating: their rejection is no crash. */
+  readonly #terminating = new Set<number>();
+  /** The threads that started up (piscina's workerCreate); a replacement still starting is not one. */
+  readonly #ready = new WeakSet<object>();
+  /** Threads ended (piscina's workerDestroy). */
+  #destroyed = 0;
+  /** Thread ends reported; fewer than #destroyed means a thread died while idle. */
+  #reported = 0;
+  /** Threads the pool is terminating, until they have exited. */
+  readonly #exiting = new Set<Promise<number>>();
+  /** The last error piscina could pin on no message (a thread that died idle). */
+  #idleError: Error | null = null;
   /** One word per message in flight (two per thread: the one running and its look-ahead). */
   readonly slots: AttemptSlots;
-  #piscina: Piscina<ThreadTask, TaskAnswer> | null;
+  #piscina: Piscina<ThreadTask, ThreadAnswer> | null;
   #channel: BroadcastChannel | null;
   #closing: Promise<void> | null = null;
 
@@ -67,16 +114,20 @@ export class WorkerPool {
       channelName,
       slots: this.slots.buffer,
       nice: options.nice ?? 0,
+      maxJobs: options.maxJobsPerThread ?? null,
+      maxResultBytes: options.maxResultBytes ?? Number.MAX_SAFE_INTEGER,
     };
+    this.#onThreadEnd = options.onThreadEnd ?? (() => {});
 
     this.#channel = new BroadcastChannel(channelName);
     (this.#channel as BroadcastChannel & { unref(): void }).unref();
     this.#channel.onmessage = (event) => {
       const message = event.data as ChannelMessage;
       if (message.kind === 'progress') this.#onProgress(message);
+      else if (message.kind === 'retire') this.#retire(message.retirement, []);
     };
 
-    this.#piscina = new Piscina<ThreadTask, TaskAnswer>({
+    const piscina = new Piscina<ThreadTask, ThreadAnswer>({
       filename: new URL('./thread.js', import.meta.url).href,
       minThreads: options.threads,
       maxThreads: options.threads,
@@ -91,9 +142,36 @@ export class WorkerPool {
       },
       workerData,
     });
-    const onThreadError = options.onThreadError;
+    this.#piscina = piscina;
     // Without a listener an 'error' event would throw on the main thread and end the process.
-    this.#piscina.on('error', (err: Error) => onThreadError?.(err));
+    piscina.on('error', (err: Error) => {
+      this.#idleError = err;
+    });
+    piscina.on('workerCreate', (worker: { id: number }) => {
+      const thread = piscina.threads.find((candidate) => candidate.threadId === worker.id);
+      if (thread !== undefined) this.#ready.add(thread);
+    });
+    piscina.on('workerDestroy', () => {
+      this.#destroyed += 1;
+      // piscina rejects the messages of a crashed thread just after this event, and run()
+      // reports the crash then; an end still unreported after that was a thread that
+      // held no started message.
+      setImmediate(() => this.#reportIdleEnds());
+    });
+  }
+
+  #reportIdleEnds(): void {
+    if (this.#piscina === null) return;
+    while (this.#reported < this.#destroyed) {
+      const cause = this.#idleError?.message ?? 'the thread exited while it ran no attempt';
+      this.#report({ reason: 'crashed', cause, attempts: [], culprit: null });
+    }
+    this.#idleError = null;
+  }
+
+  #report(end: ThreadEnd): void {
+    this.#reported += 1;
+    this.#onThreadEnd(end);
   }
 
   /** The threads are running from construction; start() exists for the common service life cycle. */
@@ -113,9 +191,22 @@ export class WorkerPool {
   run(task: ThreadTask, signal?: AbortSignal): Promise<TaskAnswer> {
     if (this.#piscina === null) return Promise.reject(new Error('worker pool is closed'));
     if (signal?.aborted === true) return Promise.reject(new Error('attempt aborted before it was sent'));
-    const answer = this.#piscina.run(task);
+    this.#messages.set(task.slot, task.attempts);
+    const piscina = this.#piscina;
+    // piscina would still hand a message to a thread the pool is terminating: wait for its exit.
+    const posted =
+      this.#exiting.size === 0
+        ? piscina.run(task)
+        : Promise.allSettled([...this.#exiting]).then(() => piscina.run(task));
+    const answer = posted.then(
+      (answered) => this.#answered(task, answered),
+      (error: unknown) => {
+        this.#failed(task, error);
+        throw error;
+      },
+    );
     if (signal !== undefined) {
-      const onAbort = () => this.stop(task.slot);
+      const onAbort = () => this.stop(task.slot, 'stopped', String(signal.reason ?? 'aborted'));
       signal.addEventListener('abort', onAbort, { once: true });
       void answer.then(
         () => signal.removeEventListener('abort', onAbort),
@@ -128,18 +219,59 @@ export class WorkerPool {
   /**
    * Stops the message in `slot`: recalls it if its thread has not started it, else
    * terminates the thread while it still runs it (the pool replaces the thread).
+   * `reason` and `cause` say why, for the thread's end.
    */
-  stop(slot: number): void {
-    if (!this.slots.recall(slot)) this.#terminate(slot);
+  stop(slot: number, reason: 'timeout' | 'stopped', cause: string): void {
+    if (this.slots.recall(slot)) return;
+    const threadId = this.slots.kill(slot);
+    if (threadId === null || !this.#terminateThread(threadId)) return;
+    this.#terminating.add(slot);
+    this.#report({ reason, cause, attempts: attemptsOf(this.#messages.get(slot)), culprit: null });
   }
 
-  /** Terminates the thread that runs the message in `slot`, if it still runs it. */
-  #terminate(slot: number): void {
-    const threadId = this.slots.kill(slot);
-    if (threadId === null || this.#piscina === null) return;
-    for (const thread of this.#piscina.threads) {
-      if (thread.threadId === threadId) void thread.terminate();
-    }
+  #answered(task: ThreadTask, answer: ThreadAnswer): TaskAnswer {
+    this.#messages.delete(task.slot);
+    this.#terminating.delete(task.slot);
+    if (answer === 'recalled') return answer;
+    if (answer.retire !== null) this.#retire(answer.retire, task.attempts);
+    return answer.results;
+  }
+
+  /** A message rejected: its thread died. A crash is reported here, unless the pool ended the thread itself. */
+  #failed(task: ThreadTask, error: unknown): void {
+    this.#messages.delete(task.slot);
+    if (this.#terminating.delete(task.slot) || this.#piscina === null) return;
+    // A look-ahead that never started died with the thread that held it: that thread's end is its message's.
+    if (this.slots.startedAt(task.slot) === null) return;
+    const code = (error as { code?: unknown } | null)?.code;
+    this.#report({
+      reason: code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'memory' : 'crashed',
+      cause: error instanceof Error ? error.message : String(error),
+      attempts: attemptsOf(task.attempts),
+      culprit: null,
+    });
+  }
+
+  /** A thread asked to be replaced: it starts nothing more, so it is terminated at once. */
+  #retire(retirement: Retirement, attempts: AttemptInput[]): void {
+    if (!this.#terminateThread(retirement.threadId)) return;
+    this.#report({
+      reason: retirement.reason,
+      cause: retirement.cause,
+      attempts: attemptsOf(attempts),
+      culprit: retirement.culprit === null ? null : { ...retirement.culprit, late: retirement.late },
+    });
+  }
+
+  /** Terminates the thread with this id; false if it is not (or no longer) in the pool. */
+  #terminateThread(threadId: number): boolean {
+    if (this.#piscina === null) return false;
+    const thread = this.#piscina.threads.find((candidate) => candidate.threadId === threadId);
+    if (thread === undefined) return false;
+    const exited = thread.terminate();
+    this.#exiting.add(exited);
+    void exited.finally(() => this.#exiting.delete(exited));
+    return true;
   }
 
   /** Tells the thread running this job that it is being aborted, so a handler that awaits sees ctx.signal abort. */
@@ -153,10 +285,10 @@ export class WorkerPool {
     return this.#size;
   }
 
-  /** Threads alive right now (a dead thread is replaced at once, so this dips only briefly). */
+  /** Threads up and able to run now: below `threads` while a dead thread's replacement starts. */
   get liveThreads(): number {
     if (this.#piscina === null) return 0;
-    return this.#piscina.threads.filter((thread) => thread.threadId >= 0).length;
+    return this.#piscina.threads.filter((thread) => this.#ready.has(thread)).length;
   }
 
   /** Terminates every thread; a run() still in flight rejects. */
@@ -170,4 +302,8 @@ export class WorkerPool {
     }
     return this.#closing;
   }
+}
+
+function attemptsOf(attempts: AttemptInput[] | undefined): ThreadEnd['attempts'] {
+  return (attempts ?? []).map(({ jobId, attempt }) => ({ jobId, attempt }));
 }

@@ -18,9 +18,24 @@ export interface AttemptInput {
   parents: ParentResult[];
 }
 
+export interface AttemptError {
+  name: string;
+  message: string;
+  retryable: boolean;
+}
+
+/**
+ * Why an attempt failed, when it is not the handler's own error:
+ * - `worker_crashed`: its own work threw where no handler could catch it (a timer, an
+ *   unhandled rejection); its thread is replaced.
+ * - `interrupted`: another attempt's crash ended its thread first; not its fault.
+ * - `result_too_large`: its JSON result is over the pool's byte limit.
+ */
+export type AttemptFailureCode = 'worker_crashed' | 'interrupted' | 'result_too_large';
+
 export type AttemptResult =
   /** `resultText`: the result as JSON text, as it is stored. */
-  ({ ok: true; resultText: string } | { ok: false; error: { name: string; message: string; retryable: boolean } }) & {
+  ({ ok: true; resultText: string } | { ok: false; error: AttemptError; code?: AttemptFailureCode }) & {
     /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
     ms?: number;
   };
@@ -32,13 +47,34 @@ export interface ThreadTask {
   slot: number;
 }
 
-/** What a thread answers for a task: the attempts' results, or that the task was recalled before it started. */
+/** What the pool answers for a task: the attempts' results, or that the task was recalled before it started. */
 export type TaskAnswer = AttemptResult[] | 'recalled';
+
+/** Why a thread asks to be replaced: a crash it survived, its job count, or an isolated task. */
+export type RetireReason = 'crashed' | 'recycled' | 'isolated';
+
+/** A thread's request to be replaced; it starts nothing more once it has made it. */
+export interface Retirement {
+  reason: RetireReason;
+  /** The thread's threadId, for the pool to terminate it. */
+  threadId: number;
+  /** What happened, for the log (the uncaught error, the job count). */
+  cause: string;
+  /** The attempt whose work raised the uncaught error, when known. */
+  culprit: { jobId: string; attempt: number } | null;
+  /** The culprit's outcome was answered before its error (it completed or failed first). */
+  late: boolean;
+}
+
+/** What a thread answers: its results, and whether it must be replaced after them. */
+export type ThreadAnswer = { results: AttemptResult[]; retire: Retirement | null } | 'recalled';
 
 export type ChannelMessage =
   | { kind: 'progress'; jobId: string; attempt: number; percent: number; message: string | null }
   /** Sent by the main thread just before it terminates a thread, so handlers that await see ctx.signal abort. */
-  | { kind: 'abort'; jobId: string; reason: string };
+  | { kind: 'abort'; jobId: string; reason: string }
+  /** Sent by an idle thread that must be replaced (an uncaught error while it ran no message). */
+  | { kind: 'retire'; retirement: Retirement };
 
 /** The pool's workerData. */
 export interface ThreadData {
@@ -49,4 +85,8 @@ export interface ThreadData {
   slots: SharedArrayBuffer;
   /** How much lower than the process's other threads each worker thread runs (nice increment; 0: the same). */
   nice: number;
+  /** Attempts a thread runs before it is replaced; null: no limit. */
+  maxJobs: number | null;
+  /** The largest JSON result, in UTF-8 bytes, a thread sends back. */
+  maxResultBytes: number;
 }

@@ -19,6 +19,8 @@ export interface LoadedTask {
   defaults: TaskDefaults;
   concurrency: number | null;
   rateLimit: { max: number; perMs: number } | null;
+  /** Each attempt runs on a fresh thread (TaskDefinition.isolate). */
+  isolate: boolean;
   /** file: URL of the module whose default export is the task. */
   moduleUrl: string;
 }
@@ -140,6 +142,7 @@ async function loadModule(file: string): Promise<LoadedTask> {
     },
     concurrency: task.concurrency ?? null,
     rateLimit: task.rateLimit === undefined ? null : { max: task.rateLimit.max, perMs: task.rateLimit.perMs },
+    isolate: task.isolate ?? false,
     moduleUrl,
   };
 }
@@ -211,6 +214,7 @@ const taskShape = z
         )
         .strict()
         .optional(),
+      isolate: z.boolean({ error: 'must be true or false' }).optional(),
       handler: z.custom<TaskDefinition['handler']>((value) => typeof value === 'function', {
         error: 'must be a function',
       }),

@@ -15,6 +15,13 @@ export interface TaskDefinition<P = unknown, R = unknown> {
   concurrency?: number;
   /** Token bucket: at most `max` starts per `perMs`. */
   rateLimit?: { max: number; perMs: number };
+  /**
+   * Run each attempt on a thread that has run nothing before and is replaced after it
+   * (default false): nothing another job left in the thread (globals, patched
+   * prototypes, module state) reaches it, and nothing it leaves reaches another job.
+   * Costs a thread start per attempt, and such attempts are never micro-batched.
+   */
+  isolate?: boolean;
   handler(payload: P, ctx: TaskContext): R | Promise<R>;
 }
 

@@ -5,16 +5,46 @@
  * ever loaded as a thread's entry. The channel is unref()ed so it never keeps the thread
  * alive. Each running attempt registers its AbortController under its job id, so an
  * `abort` message from the main thread reaches the handler's ctx.signal.
+ *
+ * Crashes: every attempt runs in an AsyncLocalStorage context, which timers, promises
+ * and I/O callbacks it schedules inherit, so an error no handler caught (a throw from a
+ * timer, an unhandled rejection) names the attempt whose work raised it. That attempt
+ * fails as `worker_crashed` if its outcome is still open (not yet answered); the attempt
+ * running at that moment, if another, ends `interrupted` (not its fault, not counted).
+ * A thread that saw such an error is no longer trusted: it answers what it holds,
+ * starts nothing more and asks the pool to replace it (a Retirement). It asks the same
+ * after `maxJobs` attempts and after an isolated task's attempt.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { inspect } from 'node:util';
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
-import type { AttemptInput, AttemptResult, ChannelMessage, TaskAnswer, ThreadData, ThreadTask } from './protocol.js';
+import type {
+  AttemptError,
+  AttemptInput,
+  AttemptResult,
+  ChannelMessage,
+  Retirement,
+  ThreadAnswer,
+  ThreadData,
+  ThreadTask,
+} from './protocol.js';
 import { endSlot, startSlot } from './slots.js';
 import type { TaskContext, TaskDefinition } from './task.js';
 
-type Failure = Extract<AttemptResult, { ok: false }>['error'];
+type Failure = AttemptError;
+
+/** One attempt of the message this thread runs, as the crash handler sees it. */
+interface AttemptRun {
+  readonly input: AttemptInput;
+  /** Its outcome so far; null while it has none. */
+  result: AttemptResult | null;
+  /** Its message was answered: an error its work raises now comes too late to be its outcome. */
+  answered: boolean;
+  /** Ends a running attempt at once with `result` (its handler may still be awaiting). */
+  cut(result: AttemptResult): void;
+}
 
 /** The reason ctx.signal carries when the pool aborts an attempt or its time runs out. */
 class AbortedByPoolError extends Error {
@@ -30,6 +60,17 @@ const channel = data === null ? null : new BroadcastChannel(data.channelName);
 const slots = data === null ? null : new BigInt64Array(data.slots);
 const running = new Map<string, AbortController>();
 const loaded = new Map<string, Promise<TaskDefinition>>();
+const attemptContext = new AsyncLocalStorage<AttemptRun>();
+/** The attempts of the message running now; null between messages. */
+let current: AttemptRun[] | null = null;
+/** Attempts this thread has run. */
+let attemptsRun = 0;
+/** Set once this thread must be replaced: it starts no message after that. */
+let retirement: Retirement | null = null;
+
+process.on('uncaughtException', (err, origin) => onUncaught(err, origin));
+// An unhandled rejection would otherwise end the thread as an uncaught exception.
+process.on('unhandledRejection', (reason) => onUncaught(reason, 'unhandledRejection'));
 
 if (channel !== null) {
   (channel as BroadcastChannel & { unref(): void }).unref();
@@ -60,26 +101,136 @@ function lowerThreadPriority(nice: number): void {
   }
 }
 
-export default function runTask(task: ThreadTask): Promise<TaskAnswer> {
+export default function runTask(task: ThreadTask): Promise<ThreadAnswer> {
   const run = previous.then(() => runAttempts(task));
   previous = run.catch(() => undefined);
   return run;
 }
 
-async function runAttempts(task: ThreadTask): Promise<TaskAnswer> {
+async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
+  // A retiring thread starts nothing: the message stays unstarted in its slot and the
+  // pool, which terminates this thread, gives it back.
+  if (retirement !== null) return new Promise<never>(() => {});
+  const isolated = await isolatedType(task.attempts);
+  if (isolated !== null && attemptsRun > 0) {
+    // An isolated task needs a thread that has run nothing: this one asks to be
+    // replaced without starting the message, which goes back to the queue uncounted.
+    retirement = retire('isolated', `task "${isolated}" runs on a fresh thread`);
+    return { results: [], retire: retirement };
+  }
   // A look-ahead the main thread took back (a better job arrived) before this thread got to it.
   if (slots !== null && !startSlot(slots, task.slot, threadId)) return 'recalled';
-  const results: AttemptResult[] = [];
-  for (const attempt of task.attempts) {
+  const runs: AttemptRun[] = task.attempts.map((input) => ({ input, result: null, answered: false, cut: () => {} }));
+  current = runs;
+  for (const run of runs) {
+    // An attempt cut short before it began (another attempt crashed the thread) stays so.
+    if (run.result !== null) continue;
     const started = performance.now();
-    const result = await runAttempt(attempt);
+    const result = await execute(run);
     result.ms = performance.now() - started;
-    results.push(result);
+    attemptsRun += 1;
+  }
+  current = null;
+  const results = runs.map((run) => {
+    run.answered = true;
+    return run.result ?? interrupted();
+  });
+  if (retirement === null && data?.maxJobs != null && attemptsRun >= data.maxJobs) {
+    retirement = retire('recycled', `ran ${attemptsRun} attempts (KILN_THREAD_MAX_JOBS)`);
+  }
+  if (retirement === null && isolated !== null) retirement = retire('isolated', `task "${isolated}" ran`);
+  // The heap grew to hold a result that was refused; a new thread gives that memory back.
+  if (retirement === null && results.some((result) => !result.ok && result.code === 'result_too_large')) {
+    retirement = retire('recycled', 'an attempt built a result over KILN_MAX_RESULT_BYTES');
   }
   // The main thread is terminating this thread for this message (timeout, cancel): wait
   // for the end here rather than start the look-ahead behind it.
   if (slots !== null && !endSlot(slots, task.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-  return results;
+  return { results, retire: retirement };
+}
+
+/** The first task type of these attempts that asks for a fresh thread, or null. */
+async function isolatedType(attempts: AttemptInput[]): Promise<string | null> {
+  for (const input of attempts) {
+    const definition = await loadTask(input.type).catch(() => null);
+    if (definition?.isolate === true) return input.type;
+  }
+  return null;
+}
+
+/** Runs one attempt in its own async context; resolves with its result, or when it is cut short. */
+function execute(run: AttemptRun): Promise<AttemptResult> {
+  return new Promise((resolve) => {
+    run.cut = (result) => {
+      run.result ??= result;
+      resolve(run.result);
+    };
+    void attemptContext.run(run, () => runAttempt(run.input)).then(run.cut);
+  });
+}
+
+/**
+ * An error no handler caught. The attempt whose work raised it (its async context) is
+ * charged if its outcome is still open; the others of the running message end
+ * `interrupted`; the thread retires (see the header).
+ */
+function onUncaught(err: unknown, origin: string): void {
+  const culprit = attemptContext.getStore() ?? soleSuspect();
+  const described = describeError(err);
+  const kind = origin === 'unhandledRejection' ? 'an unhandled rejection' : 'an uncaught exception';
+  const cause = `${described.name}: ${described.message} (${kind})`;
+  const first = retirement?.reason !== 'crashed';
+  if (first) {
+    retirement = {
+      ...retire('crashed', cause),
+      culprit: culprit === null ? null : { jobId: culprit.input.jobId, attempt: culprit.input.attempt },
+      late: culprit?.answered ?? false,
+    };
+  }
+  if (culprit !== null && !culprit.answered) {
+    const failure: AttemptResult = {
+      ok: false,
+      code: 'worker_crashed',
+      error: { name: described.name, message: `${described.message} (${kind} outside the handler)`, retryable: true },
+    };
+    if (culprit.result === null) culprit.cut(failure);
+    else culprit.result = { ...failure, ...(culprit.result.ms === undefined ? {} : { ms: culprit.result.ms }) };
+  }
+  if (current === null) {
+    // No message to answer: the pool learns of the retirement on the channel.
+    if (first && retirement !== null) channel?.postMessage({ kind: 'retire', retirement } satisfies ChannelMessage);
+    return;
+  }
+  for (const run of current) {
+    if (run.result !== null) continue;
+    running.get(run.input.jobId)?.abort(new AbortedByPoolError('another attempt crashed this thread'));
+    run.result = interrupted();
+    run.cut(run.result);
+  }
+}
+
+/**
+ * Whom to charge when the error carries no attempt's context (a queueMicrotask callback,
+ * say): the first attempt a thread runs is the only work it has ever done, so it is
+ * charged; on a thread that ran others, nobody is, and the attempt running goes back
+ * uncounted. So a job that keeps crashing this way is charged once it meets a fresh
+ * thread, which a crash provides, instead of being given back forever.
+ */
+function soleSuspect(): AttemptRun | null {
+  const first = current?.[0];
+  return attemptsRun === 0 && first !== undefined && first.result === null ? first : null;
+}
+
+function retire(reason: Retirement['reason'], cause: string): Retirement {
+  return { reason, threadId, cause, culprit: null, late: false };
+}
+
+function interrupted(): AttemptResult {
+  return {
+    ok: false,
+    code: 'interrupted',
+    error: { name: 'Interrupted', message: 'another attempt crashed its thread', retryable: true },
+  };
 }
 
 async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
@@ -105,7 +256,7 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       parents: input.parents,
     };
     const result: unknown = await definition.handler(payload.value, ctx);
-    return toJsonResult(result);
+    return toJsonResult(result, data?.maxResultBytes ?? Number.POSITIVE_INFINITY);
   } catch (err) {
     return { ok: false, error: describeError(err) };
   } finally {
@@ -175,7 +326,11 @@ function progressReporter(input: AttemptInput): TaskContext['progress'] {
   };
 }
 
-function toJsonResult(result: unknown): AttemptResult {
+/**
+ * The result as JSON text, measured here so that one over the limit is never copied to
+ * the main thread. Retrying would give the same result again, so it is not retried.
+ */
+function toJsonResult(result: unknown, maxBytes: number): AttemptResult {
   if (result === undefined) return { ok: true, resultText: 'null' };
   let text: string | undefined;
   try {
@@ -184,6 +339,20 @@ function toJsonResult(result: unknown): AttemptResult {
     return notSerializable(err instanceof Error ? err.message : String(err));
   }
   if (text === undefined) return notSerializable(`a ${typeof result} has no JSON form`);
+  // A UTF-8 byte per character at least: the length alone rules out most of a huge result.
+  const bytes = text.length > maxBytes ? text.length : Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    const size = text.length > maxBytes ? `at least ${bytes}` : String(bytes);
+    return {
+      ok: false,
+      code: 'result_too_large',
+      error: {
+        name: 'ResultTooLargeError',
+        message: `the result is ${size} bytes of JSON, over the limit of ${maxBytes} (KILN_MAX_RESULT_BYTES)`,
+        retryable: false,
+      },
+    };
+  }
   return { ok: true, resultText: text };
 }
 

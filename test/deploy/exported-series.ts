@@ -30,7 +30,7 @@ export async function exportedSeries(): Promise<Map<string, SeriesInfo>> {
       exact: true,
     }),
     capacity: 100,
-    threads: 2,
+    threads: () => 2,
     busyThreads: () => 1,
   });
   const outcomes: AttemptMetricOutcome[] = ['success', 'error', 'timeout', 'crash'];

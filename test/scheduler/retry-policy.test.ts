@@ -80,6 +80,52 @@ describe('retry policy', () => {
     assert.match(crash.outcome.error.message, /exit 3/);
   });
 
+  it("reads the code a thread gives a failure: its own crash, another attempt's crash, a result too large", () => {
+    const error = { name: 'Error', message: 'late throw', retryable: true };
+    const crashed = decideAttempt(
+      job,
+      { kind: 'answered', result: { ok: false, code: 'worker_crashed', error } },
+      true,
+      NOW,
+      half,
+    );
+    assert.equal(crashed.metric, 'crash');
+    assert.ok(crashed.outcome.kind === 'failed');
+    assert.equal(crashed.outcome.error.code, 'worker_crashed');
+    assert.match(crashed.outcome.error.message, /crashed its worker thread: Error: late throw/);
+    assert.equal(crashed.outcome.retryAt, NOW + 100);
+
+    const interrupted = decideAttempt(
+      { ...job, attempts: job.maxAttempts },
+      { kind: 'answered', result: { ok: false, code: 'interrupted', error } },
+      true,
+      NOW,
+      half,
+    );
+    assert.ok(interrupted.outcome.kind === 'released', 'not counted, even on the last attempt');
+    assert.equal(interrupted.outcome.error.code, 'interrupted');
+    assert.equal(interrupted.outcome.retryAt, NOW);
+
+    const tooLarge = decideAttempt(
+      job,
+      {
+        kind: 'answered',
+        result: {
+          ok: false,
+          code: 'result_too_large',
+          error: { ...error, name: 'ResultTooLargeError', retryable: false },
+        },
+      },
+      true,
+      NOW,
+      half,
+    );
+    assert.equal(tooLarge.metric, 'error');
+    assert.ok(tooLarge.outcome.kind === 'failed');
+    assert.equal(tooLarge.outcome.error.code, 'result_too_large');
+    assert.equal(tooLarge.outcome.retryAt, null, 'not retried');
+  });
+
   it('releases (attempt not counted) what a shutdown or a broken batch cut short', () => {
     for (const [end, alone] of [
       [{ kind: 'aborted', reason: 'shutdown' }, true],

@@ -44,7 +44,12 @@ const stores: [string, (clock: FakeClock, schema?: string) => Promise<JobStore>]
 /** A runner on a real store, the fake clock its time, jobs made from a request as the scheduler would. */
 function makeRunner(store: JobStore, clock: FakeClock): Harness {
   const warnings: Harness['warnings'] = [];
-  const metrics = new KilnMetrics({ counts: () => store.counts(), capacity: 10_000, threads: 1, busyThreads: () => 0 });
+  const metrics = new KilnMetrics({
+    counts: () => store.counts(),
+    capacity: 10_000,
+    threads: () => 1,
+    busyThreads: () => 0,
+  });
   const runner = new ScheduleRunner({
     store,
     clock,

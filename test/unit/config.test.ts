@@ -11,6 +11,8 @@ describe('loadConfig', () => {
     assert.ok(config.threads >= 1);
     assert.equal(config.maxQueued, 100_000);
     assert.equal(config.threadMaxMemoryMb, 512);
+    assert.equal(config.threadMaxJobs, null, 'threads are not recycled');
+    assert.equal(config.maxResultBytes, 16 * 1024 * 1024);
     assert.equal(config.sqliteSync, 'full');
     assert.equal(config.tasksDir, null);
     assert.deepEqual(config.apiTokens, []);
@@ -54,6 +56,8 @@ describe('loadConfig', () => {
       KILN_TASKS_DIR: '/srv/tasks',
       KILN_API_TOKENS: ' a , b,,',
       KILN_SHUTDOWN_GRACE_MS: '0',
+      KILN_THREAD_MAX_JOBS: '1000',
+      KILN_MAX_RESULT_BYTES: '65536',
       LOG_LEVEL: 'debug',
       LOG_FORMAT: 'JSON',
     });
@@ -66,6 +70,9 @@ describe('loadConfig', () => {
     assert.equal(config.tasksDir, '/srv/tasks');
     assert.deepEqual(config.apiTokens, ['a', 'b']);
     assert.equal(config.shutdownGraceMs, 0);
+    assert.equal(config.threadMaxJobs, 1000);
+    assert.equal(config.maxResultBytes, 65_536);
+    assert.equal(loadConfig({ KILN_THREAD_MAX_JOBS: '0' }).threadMaxJobs, null, '0: never');
     assert.equal(config.logLevel, 'debug');
     assert.equal(config.logFormat, 'json');
   });
@@ -79,6 +86,8 @@ describe('loadConfig', () => {
     ['KILN_STORE', 'mysql://x', 'KILN_STORE must be "memory", "sqlite:<path>" or "postgres://...", got "mysql://x"'],
     ['KILN_CALLBACK_ALLOW_PRIVATE', 'yes', 'KILN_CALLBACK_ALLOW_PRIVATE must be true or false, got "yes"'],
     ['KILN_CALLBACK_MAX_ATTEMPTS', '0', 'KILN_CALLBACK_MAX_ATTEMPTS must be an integer from 1 to 100, got "0"'],
+    ['KILN_THREAD_MAX_JOBS', '-1', 'KILN_THREAD_MAX_JOBS must be an integer from 0 to 1000000000, got "-1"'],
+    ['KILN_MAX_RESULT_BYTES', '1mb', 'KILN_MAX_RESULT_BYTES must be an integer from 1024 to 268435456, got "1mb"'],
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     ['LOG_FORMAT', 'xml', 'LOG_FORMAT must be one of auto, json, pretty, got "xml"'],
     ['KILN_API_TOKENS', ',', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got ","'],
