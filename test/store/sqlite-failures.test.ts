@@ -84,6 +84,53 @@ describe('sqlite store: the disk is full', () => {
     }
   });
 
+  it('answers the reads that share a transaction with a write that does not fit', async () => {
+    const path = freshPath();
+    const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 100 });
+    try {
+      const accepted: string[] = [];
+      let full = false;
+      for (let batch = 0; batch < 100 && !full; batch++) {
+        try {
+          const jobs = await insertOk(
+            store,
+            Array.from({ length: 20 }, () => newJob({ metadata: { pad: 'z'.repeat(3000) } })),
+          );
+          accepted.push(...jobs.map((job) => job.id));
+        } catch (error) {
+          assert.ok(isStoreError(error, 'store_unavailable'), String(error));
+          full = true;
+        }
+      }
+      assert.ok(full, 'the file filled up');
+      const first = accepted[0] as string;
+      for (let round = 0; round < 5; round++) {
+        // One event-loop turn: one message to the store thread, one transaction for all of it.
+        const [inserted, got, counts, page] = await Promise.allSettled([
+          store.insert(Array.from({ length: 20 }, () => newJob({ metadata: { pad: 'z'.repeat(3000) } }))),
+          store.get(first),
+          store.counts(),
+          store.list({ limit: 5 }),
+        ]);
+        assert.equal(inserted.status, 'rejected');
+        assert.ok(isStoreError(inserted.reason, 'store_unavailable'), String(inserted.reason));
+        assert.equal(got.status, 'fulfilled', `get: ${String(got.status === 'rejected' ? got.reason : '')}`);
+        assert.equal(got.value?.id, first);
+        assert.equal(
+          counts.status,
+          'fulfilled',
+          `counts: ${String(counts.status === 'rejected' ? counts.reason : '')}`,
+        );
+        assert.equal(counts.value.pending, accepted.length);
+        assert.equal(page.status, 'fulfilled', `list: ${String(page.status === 'rejected' ? page.reason : '')}`);
+        assert.equal(page.value.jobs.length, 5);
+      }
+      await assertCountsExact(store);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('is available again once a write succeeds', async () => {
     const path = freshPath();
     const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 100 });
