@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import { startServer } from '../support/kiln.js';
+import { mountSmallDisk, smallDiskSkip } from '../support/small-disk.js';
+
+const pad = 'p'.repeat(4000);
+
+describe('the SQLite file on a disk that fills up', () => {
+  it(
+    'answers reads while writes answer 503, and loses nothing once space is back',
+    { skip: smallDiskSkip() },
+    async () => {
+      const disk = mountSmallDisk(4);
+      try {
+        const server = await startServer({ KILN_STORE: 'sqlite', KILN_THREADS: '1' }, (_dataDir) =>
+          SqliteStore.open(join(disk.dir, 'kiln.db'), { capacity: 100_000 }),
+        );
+        try {
+          await server.request('POST', '/v1/queue/pause');
+          const accepted: string[] = [];
+          for (let n = 0; n < 20; n++) {
+            const response = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { n } });
+            assert.equal(response.status, 201, response.text);
+            accepted.push(response.body.id as string);
+          }
+
+          disk.fill();
+          // The file may still have room of its own (WAL frames it reuses): write until it has none.
+          let refused = false;
+          for (let n = 0; n < 1000 && !refused; n++) {
+            const response = await server.request('POST', '/v1/jobs', {
+              type: 'test.quick',
+              payload: { n },
+              metadata: { pad },
+            });
+            if (response.status === 201) accepted.push(response.body.id as string);
+            else {
+              assert.equal(response.status, 503, response.text);
+              assert.equal(response.body.code, 'store_unavailable');
+              refused = true;
+            }
+          }
+          assert.ok(refused, 'the disk filled up');
+
+          const first = accepted[0] as string;
+          for (let round = 0; round < 20; round++) {
+            // Sent together, so the reads share the store thread's transaction with the write.
+            const [write, job, queue] = await Promise.all([
+              server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { round }, metadata: { pad } }),
+              server.request('GET', `/v1/jobs/${first}`),
+              server.request('GET', '/v1/queue'),
+            ]);
+            assert.equal(write.status, 503, write.text);
+            assert.equal(write.body.code, 'store_unavailable');
+            assert.equal(job.status, 200, `round ${round}: GET /v1/jobs/{id}: ${job.text}`);
+            assert.equal(job.body.status, 'queued');
+            assert.equal(queue.status, 200, `round ${round}: GET /v1/queue: ${queue.text}`);
+            assert.equal(queue.body.pending, accepted.length);
+          }
+
+          disk.free();
+          const after = await server.request('POST', '/v1/jobs', { type: 'test.quick', payload: { after: true } });
+          assert.equal(after.status, 201, after.text);
+          accepted.push(after.body.id as string);
+          assert.equal((await server.request('GET', '/v1/queue')).body.pending, accepted.length);
+          await server.request('POST', '/v1/queue/resume');
+          for (const id of accepted) {
+            const job = await server.waitForJob(id);
+            assert.equal(job.status, 'completed', JSON.stringify(job));
+            assert.equal(job.attempts, 1, `job ${id} ran once`);
+          }
+        } finally {
+          await server.close();
+        }
+      } finally {
+        disk.remove();
+      }
+    },
+  );
+});
