@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
@@ -16,15 +17,15 @@ export interface DispatcherOptions {
   metrics: KilnMetrics;
   threads: number;
   leaseMs: number;
+  /** One-off failures (an attempt that could not be recorded). */
   onError(message: string, error: unknown): void;
+  /** Where the faults of the retry loops (claims, outcomes, heartbeats) are logged. */
+  log: FaultLogger;
   random?: () => number;
   microBatch?: MicroBatchOptions;
   /** The registered task types (a shared store that applies task limits claims type by type). */
   taskTypes?: () => readonly string[];
 }
-
-/** How often outcomes the store could not take are written again. */
-const REWRITE_MS = 500;
 
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -92,6 +93,10 @@ export class Dispatcher {
   /** Outcomes the store could not take yet, by job id. */
   readonly #unwritten = new Map<string, FinishItem>();
   #rewriteTimer: NodeJS.Timeout | null = null;
+  readonly #claimFault: FaultLog;
+  readonly #writeFault: FaultLog;
+  /** Set while claims back off after a failure: changes do not claim then, the timer does. */
+  #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
   #started = false;
   #paused = false;
@@ -111,6 +116,8 @@ export class Dispatcher {
     this.#metrics = options.metrics;
     this.#random = options.random ?? Math.random;
     this.#micro = new MicroBatching(options.microBatch ?? {});
+    this.#claimFault = new FaultLog(options.log, { what: 'dispatch', random: this.#random });
+    this.#writeFault = new FaultLog(options.log, { what: 'writing outcomes', random: this.#random });
     this.#leases = new LeaseKeeper({
       store: options.store,
       owner: this.owner,
@@ -124,7 +131,7 @@ export class Dispatcher {
         const unwritten = this.#unwritten.get(id);
         return unwritten === undefined ? undefined : { attempt: unwritten.attempt, claimedAt: 0 };
       },
-      onError: options.onError,
+      log: options.log,
     });
   }
 
@@ -150,6 +157,8 @@ export class Dispatcher {
     this.#limitTimer = null;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
     this.#dueTimer = null;
+    if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
+    this.#claimRetryTimer = null;
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
     for (const batch of this.#batches) this.#recall(batch);
     if (this.#batches.size > this.#recalled) {
@@ -254,9 +263,12 @@ export class Dispatcher {
     this.#store.progress(jobId, attempt, this.owner, { percent, message });
   }
 
-  /** Claim work for every free thread; re-runs itself if asked while busy. */
+  /**
+   * Claim work for every free thread; re-runs itself if asked while busy. After a failed
+   * claim it waits for its back-off timer, however many changes come meanwhile.
+   */
   pump(): void {
-    if (!this.#started || this.#stopped) return;
+    if (!this.#started || this.#stopped || this.#claimRetryTimer !== null) return;
     if (this.#pumping) {
       this.#pumpAgain = true;
       return;
@@ -297,6 +309,7 @@ export class Dispatcher {
                 passedOver: (type: string) => passed.add(type),
               }),
         });
+        this.#claimFault.succeeded();
         for (const type of passed) {
           this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
         }
@@ -312,7 +325,13 @@ export class Dispatcher {
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
     } catch (error) {
-      this.#options.onError('dispatch failed; retrying on the next change', error);
+      const waitMs = this.#claimFault.failed(error);
+      this.#pumpAgain = false;
+      this.#claimRetryTimer = setTimeout(() => {
+        this.#claimRetryTimer = null;
+        this.pump();
+      }, waitMs);
+      this.#claimRetryTimer.unref();
     } finally {
       this.#armDueTimer();
     }
@@ -546,8 +565,8 @@ export class Dispatcher {
 
   /**
    * Writes outcomes. If the store cannot take them now (its thread is restarting, a
-   * transaction was lost), they are kept, their leases kept alive, and written again
-   * until the store takes them or refuses them (their lease is gone): an attempt that
+   * transaction was lost), they are kept, their leases kept alive, and written again,
+   * with back-off, until the store takes them or refuses them (their lease is gone): an attempt that
    * ended is never run again only because the store was briefly down.
    */
   async #write(items: FinishItem[]): Promise<void> {
@@ -555,16 +574,17 @@ export class Dispatcher {
     try {
       finished = await this.#store.finish(items);
     } catch (error) {
-      this.#options.onError('writing outcomes failed; they are kept and written again', error);
+      const waitMs = this.#writeFault.failed(error);
       for (const item of items) this.#unwritten.set(item.id, item);
       this.#rewriteTimer ??= setTimeout(() => {
         this.#rewriteTimer = null;
         const again = [...this.#unwritten.values()];
         this.#unwritten.clear();
         if (again.length > 0) void this.#write(again);
-      }, REWRITE_MS);
+      }, waitMs);
       return;
     }
+    this.#writeFault.succeeded();
     // A retry that is due at once, or dependents made ready, may be work for a free thread.
     if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
       this.pump();

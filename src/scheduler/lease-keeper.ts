@@ -1,3 +1,4 @@
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { JobStore } from '../store/store.js';
 
 export interface LeaseKeeperOptions {
@@ -10,17 +11,20 @@ export interface LeaseKeeperOptions {
   lost(id: string): void;
   /** The attempt this process runs of the job now, and when it claimed it (undefined: none). */
   held(id: string): { attempt: number; claimedAt: number } | undefined;
-  onError(message: string, error: unknown): void;
+  log: FaultLogger;
 }
 
 /**
  * Keeps this process's leases alive: one heartbeat for all running jobs every third
  * of a lease, from the main thread. If renewals keep failing until the leases would
  * be about to run out, the attempts are given up here first, so that no job runs under
- * a lease that the store (and every other server) already counts as dead.
+ * a lease that the store (and every other server) already counts as dead. A failing
+ * heartbeat is not backed off: renewals have a deadline, and the interval already
+ * bounds how often they are tried.
  */
 export class LeaseKeeper {
   readonly #options: LeaseKeeperOptions;
+  readonly #fault: FaultLog;
   #timer: NodeJS.Timeout | null = null;
   #renewedAt = 0;
   #beating = false;
@@ -28,6 +32,7 @@ export class LeaseKeeper {
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
+    this.#fault = new FaultLog(options.log, { what: 'heartbeat' });
   }
 
   start(): void {
@@ -58,13 +63,14 @@ export class LeaseKeeper {
     try {
       const lost = await store.heartbeat(owner, sent, leaseMs);
       this.#renewedAt = started;
+      this.#fault.succeeded();
       for (const id of lost) {
         // Only the attempt the heartbeat asked about: the job may have been given back and
         // claimed again while it was on its way.
         if (this.#options.held(id)?.attempt === attempts.get(id)) this.#options.lost(id);
       }
     } catch (error) {
-      this.#options.onError('heartbeat failed', error);
+      this.#fault.failed(error);
       this.#giveUpStale();
     } finally {
       this.#beating = false;

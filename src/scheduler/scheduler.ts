@@ -197,6 +197,7 @@ export class Scheduler {
       threads: options.threads,
       leaseMs: options.leaseMs,
       onError: (message, error) => this.#log.error({ err: error }, message),
+      log: this.#log,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
@@ -205,7 +206,7 @@ export class Scheduler {
       store: options.store,
       intervalMs: Math.max(50, Math.floor(options.leaseMs / 3)),
       onRescued: () => this.#dispatcher.pump(),
-      onError: (message, error) => this.#log.error({ err: error }, message),
+      log: this.#log,
       ...(options.random === undefined ? {} : { random: options.random }),
     });
     this.schedules = new ScheduleRunner({
