@@ -103,7 +103,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
           render: renderJob,
           userAgent: `kiln/${KILN_VERSION}`,
           onOutcome: (outcome) => running.metrics.callbackDelivery(outcome),
-          onError: (message, error) => log.warn({ err: error }, message),
+          log,
           onDraining: (inFlight, graceMs) =>
             log.info({ inFlight, graceMs }, 'shutting down: waiting for callback deliveries in flight'),
           ...(parts.callbackBackoff === undefined ? {} : { backoff: parts.callbackBackoff }),

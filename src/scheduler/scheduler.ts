@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
+import { FaultLog } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
 import { canonicalJson } from '../store/canonical-json.js';
@@ -166,6 +167,9 @@ export class Scheduler {
   readonly #finishRate = new RateWindow(10);
   #stopping: Promise<void> | null = null;
   readonly #drain = new AbortController();
+  readonly #purgeFault: FaultLog;
+  readonly #sharedFault: FaultLog;
+  readonly #sweepFault: FaultLog;
 
   constructor(options: SchedulerOptions) {
     this.#options = options;
@@ -174,6 +178,9 @@ export class Scheduler {
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLogger;
+    this.#purgeFault = new FaultLog(this.#log, { what: 'retention purge' });
+    this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
+    this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });
     const clock = options.clock ?? systemClock(() => options.store.now());
     this.stats = new JobStats({ now: () => clock.now() });
     this.metrics = new KilnMetrics({
@@ -254,7 +261,10 @@ export class Scheduler {
     // A stop that came while this started has cleared its timers already.
     if (this.#store.nodes !== undefined && this.#stopping === null) {
       this.#sharedTimer = setInterval(() => {
-        this.#readShared().catch((error: unknown) => this.#log.error({ err: error }, 'reading shared state failed'));
+        this.#readShared().then(
+          () => this.#sharedFault.succeeded(),
+          (error: unknown) => this.#sharedFault.failed(error),
+        );
       }, SHARED_READ_MS);
       this.#sharedTimer.unref();
     }
@@ -709,8 +719,9 @@ export class Scheduler {
           if (deleted < PURGE_CHUNK) break;
         }
       }
+      this.#purgeFault.succeeded();
     } catch (error) {
-      this.#log.error({ err: error }, 'retention purge failed');
+      this.#purgeFault.failed(error);
     }
     return total;
   }
@@ -740,7 +751,10 @@ export class Scheduler {
       // announced, so what the watchers were told may be behind the file. (A shared store's
       // watchers are swept every second anyway.)
       if (this.#store.nodes === undefined) {
-        this.#sweepWatched().catch((error: unknown) => this.#log.error({ err: error }, 'reading watched jobs failed'));
+        this.#sweepWatched().then(
+          () => this.#sweepFault.succeeded(),
+          (error: unknown) => this.#sweepFault.failed(error),
+        );
       }
       return;
     }
