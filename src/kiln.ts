@@ -59,6 +59,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
       leaseMs: config.leaseMs,
       version: KILN_VERSION,
       priorityAgingMs: config.priorityAgingMs,
+      log,
     }));
   let scheduler: Scheduler | null = null;
   const pool = new WorkerPool({

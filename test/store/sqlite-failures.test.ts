@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, renameSync, rmdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { isStoreError } from '../../src/store/errors.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
@@ -9,12 +10,14 @@ import {
   completed,
   finishOne,
   insertOk,
+  insertOne,
   LEASE_MS,
   mustGet,
   newJob,
   recordEvents,
   TestClock,
 } from './conformance.js';
+import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 
 const freshPath = tempFiles('kiln-sqlite-failures-');
@@ -293,5 +296,41 @@ describe('sqlite store: the store thread dies', () => {
     await store.close();
     await assert.rejects(store.get('x'), { code: 'store_closed' });
     assert.equal(store.thread, null);
+  });
+
+  it('logs a thread that died when it dies, when the cause changes and when a new one is up, not per restart', async () => {
+    const path = freshPath();
+    const log = captureLog();
+    const store = await SqliteStore.open(path, { capacity: 100, restartDelayMs: 5, log: log.logger });
+    const away = `${path}.away`;
+    try {
+      const job = await insertOne(store);
+      const thread = store.thread;
+      assert.ok(thread);
+      await thread.terminate();
+      // Before any restart can run: the file is gone and a directory stands in its place,
+      // so every new thread fails to open it.
+      renameSync(path, away);
+      mkdirSync(path);
+      await log.waitFor((line) => line.fault === 'store thread' && line.failures === 2, 'a restart failed');
+      rmdirSync(path);
+      renameSync(away, path);
+      const end = await log.waitFor(
+        (line) => line.fault === 'store thread' && line.level === LEVELS.info,
+        'a new thread is up',
+      );
+      assert.ok((end.failures as number) >= 2, `failures: ${String(end.failures)}`);
+      assert.deepEqual(
+        log.lines.filter((line) => line.fault === 'store thread').map((line) => [line.level, line.msg]),
+        [
+          [LEVELS.error, 'store thread failed; retrying'],
+          [LEVELS.error, 'store thread still failing, with another cause'],
+          [LEVELS.info, 'store thread works again'],
+        ],
+      );
+      assert.equal((await mustGet(store, job.id)).status, 'queued');
+    } finally {
+      await store.close();
+    }
   });
 });
