@@ -309,7 +309,9 @@ export class Dispatcher {
                 passedOver: (type: string) => passed.add(type),
               }),
         });
-        this.#claimFault.succeeded();
+        // A claim answered while the store cannot write (it hands out nothing, or claims it
+        // then loses) does not end the fault: only a store that writes again does.
+        if (this.#store.available) this.#claimFault.succeeded();
         for (const type of passed) {
           this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
         }
