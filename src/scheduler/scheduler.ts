@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { FaultLog } from '../fault-log.js';
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
 import { canonicalJson } from '../store/canonical-json.js';
@@ -122,11 +122,7 @@ export interface SchedulerOptions {
   };
 }
 
-export interface SchedulerLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+export type SchedulerLogger = FaultLogger;
 
 const RETENTION_INTERVAL_MS = 60_000;
 /** Terminal jobs deleted per store call by the retention purge. */
