@@ -1,62 +1,30 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PostgresStore } from '../../src/store/postgres/store.js';
-import type { JobStore } from '../../src/store/store.js';
 import { startServer } from '../support/kiln.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
-
-/** The real store, with a signal for each claim it refuses. */
-function watchingClaims(store: JobStore): {
-  store: JobStore;
-  failures: () => number;
-  nextFailure: () => Promise<void>;
-} {
-  let failures = 0;
-  const waiters: (() => void)[] = [];
-  const watched = new Proxy(store, {
-    get(target, property) {
-      const value: unknown = Reflect.get(target, property, target);
-      if (typeof value !== 'function') return value;
-      if (property !== 'claim') return value.bind(target) as unknown;
-      return (...args: Parameters<JobStore['claim']>) =>
-        target.claim(...args).catch((error: unknown) => {
-          failures += 1;
-          for (const resolve of waiters.splice(0)) resolve();
-          throw error;
-        });
-    },
-  });
-  return {
-    store: watched,
-    failures: () => failures,
-    nextFailure: () =>
-      new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('no claim failed within 30 s')), 30_000);
-        waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      }),
-  };
-}
+import { watchFailures, type WatchedStore } from '../support/watch-failures.js';
 
 describe('dispatch while every claim fails', () => {
   it('logs the fault when it starts and when it ends (with its count), not per retry, and retries by itself', async () => {
     const schema = freshSchemaName();
     const log = captureLog();
-    let watch: ReturnType<typeof watchingClaims> | null = null;
+    let watch: WatchedStore | null = null;
     const server = await startServer(
       { KILN_THREADS: '1' },
       async () => {
-        watch = watchingClaims(await PostgresStore.open({ url: TEST_PG_URL, schema, poolSize: 4, capacity: 1000 }));
+        watch = watchFailures(
+          await PostgresStore.open({ url: TEST_PG_URL, schema, poolSize: 4, capacity: 1000 }),
+          'claim',
+        );
         return watch.store;
       },
       { logger: log.logger },
     );
     const db = await connect();
     try {
-      const claims = watch as ReturnType<typeof watchingClaims> | null;
+      const claims = watch as WatchedStore | null;
       assert.ok(claims);
       // No job may become running: every claim fails in the database; submissions and reads still work.
       await db.query(`ALTER TABLE "${schema}".jobs ADD CONSTRAINT no_claims CHECK (status <> 'running') NOT VALID`);
