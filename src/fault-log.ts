@@ -8,6 +8,9 @@ export interface FaultLogger {
   error(obj: object, msg: string): void;
 }
 
+/** Logs nothing: for a part built without a logger (tests). */
+export const silentLog: FaultLogger = { info() {}, warn() {}, error() {} };
+
 export interface FaultLogOptions {
   /** What fails, as log lines name it (their `fault` field): 'dispatch', 'heartbeat', … */
   what: string;
@@ -42,10 +45,6 @@ export class FaultLog {
   constructor(log: FaultLogger, options: FaultLogOptions) {
     this.#log = log;
     this.#options = options;
-  }
-
-  get failing(): boolean {
-    return this.#failures > 0;
   }
 
   /** Failures in a row so far (0 when healthy). */

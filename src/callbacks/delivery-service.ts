@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 // version bundled with each Node release, and a dispatcher from another major version of
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
-import { FAULT_BACKOFF, FaultLog, type FaultLogger } from '../fault-log.js';
+import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../scheduler/clock.js';
 import type { Backoff, Job } from '../jobs/model.js';
@@ -46,7 +46,6 @@ const DELIVERY_BACKOFF: Backoff = { initialMs: 1000, factor: 4, maxMs: 3_600_000
 const DEFAULT_CONCURRENCY = 16;
 const DEFAULT_POLL_MS = 5000;
 const MIN_WAIT_MS = 5;
-const silent: FaultLogger = { info() {}, warn() {}, error() {} };
 
 /**
  * Delivers callbacks: POSTs each due delivery's job to its URL, signed, and records the
@@ -89,7 +88,7 @@ export class CallbackDeliveryService {
   constructor(options: CallbackDeliveryOptions) {
     this.#options = options;
     this.#store = options.store;
-    const log = options.log ?? silent;
+    const log = options.log ?? silentLog;
     // A failed claim is tried again sooner at first, and never later than the poll would.
     this.#claimFault = new FaultLog(log, {
       what: 'claiming callback deliveries',

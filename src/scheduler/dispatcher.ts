@@ -568,8 +568,8 @@ export class Dispatcher {
   /**
    * Writes outcomes. If the store cannot take them now (its thread is restarting, a
    * transaction was lost), they are kept, their leases kept alive, and written again,
-   * with back-off, until the store takes them or refuses them (their lease is gone): an attempt that
-   * ended is never run again only because the store was briefly down.
+   * with back-off, until the store takes them or refuses them (their lease is gone): an
+   * attempt that ended is never run again only because the store was briefly down.
    */
   async #write(items: FinishItem[]): Promise<void> {
     let finished: Awaited<ReturnType<JobStore['finish']>>;

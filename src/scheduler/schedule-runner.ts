@@ -47,7 +47,8 @@ export interface ScheduleRunnerOptions {
 export const MISFIRE_MS = 60_000;
 /**
  * How long ticks wait after the store failed to fire one, n times in a row: 1 s doubling
- * to 30 s, well under MISFIRE_MS, so a tick held up by a failing store is late, not missed.
+ * to 30 s, half of MISFIRE_MS, so the ticks of a store that is back within half a minute
+ * are late, not missed.
  */
 const STORE_BACKOFF: Backoff = { initialMs: 1000, factor: 2, maxMs: 30_000, jitter: 'none' };
 /** The longest the one timer is set for; it is armed again then (setTimeout holds at most ~24.8 days). */

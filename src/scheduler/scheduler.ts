@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { FaultLog, type FaultLogger } from '../fault-log.js';
+import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
 import { canonicalJson } from '../store/canonical-json.js';
@@ -127,7 +127,6 @@ export type SchedulerLogger = FaultLogger;
 const RETENTION_INTERVAL_MS = 60_000;
 /** Terminal jobs deleted per store call by the retention purge. */
 const PURGE_CHUNK = 1000;
-const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
 
 /**
  * The brain between the HTTP layer and the store and pool: admission, the actions
@@ -173,7 +172,7 @@ export class Scheduler {
     this.#startedAt = options.store.now();
     this.#pool = options.pool;
     this.#registry = options.registry;
-    this.#log = options.logger ?? silentLogger;
+    this.#log = options.logger ?? silentLog;
     this.#purgeFault = new FaultLog(this.#log, { what: 'retention purge' });
     this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
     this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });

@@ -19,7 +19,7 @@
  * thread is started; writes fail fast until it is up.
  */
 import { Worker } from 'node:worker_threads';
-import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import { FaultLog, type FaultLogger, silentLog } from '../../fault-log.js';
 import type { Job, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
@@ -87,7 +87,6 @@ export interface SqliteStoreOptions extends StoreOptions {
 const LAZY_FLUSH_MS = 10;
 const DEFAULT_RESTART_DELAY_MS = 1000;
 const MAX_RESTART_DELAY_MS = 30_000;
-const silent: FaultLogger = { info() {}, warn() {}, error() {} };
 
 interface Pending {
   op: Op;
@@ -152,7 +151,7 @@ export class SqliteStore implements JobStore {
     this.#clock = options.clock ?? Date.now;
     this.#index = new ReadyIndex(options.recordBudget, options.priorityAgingMs ?? 0);
     const restartMs = options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS;
-    this.#threadFault = new FaultLog(options.log ?? silent, {
+    this.#threadFault = new FaultLog(options.log ?? silentLog, {
       what: 'store thread',
       backoff: { initialMs: restartMs, factor: 2, maxMs: Math.max(restartMs, MAX_RESTART_DELAY_MS), jitter: 'none' },
     });
