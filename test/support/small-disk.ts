@@ -27,7 +27,14 @@ export function smallDiskSkip(): string | false {
 
 export function mountSmallDisk(sizeMiB: number): SmallDisk {
   const dir = mkdtempSync(join(tmpdir(), 'kiln-small-disk-'));
-  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeMiB}m`, 'tmpfs', dir]);
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeMiB}m`, 'tmpfs', dir], { stdio: 'pipe' });
+  } catch (error) {
+    rmdirSync(dir);
+    throw new Error(`mounting a ${sizeMiB} MiB tmpfs on ${dir} failed (tests on a full disk need root)`, {
+      cause: error,
+    });
+  }
   const filler = join(dir, 'filler');
   return {
     dir,
