@@ -60,6 +60,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
       nodeLeaseMs: config.nodeLeaseMs,
       version: KILN_VERSION,
       priorityAgingMs: config.priorityAgingMs,
+      log,
     }));
   let scheduler: Scheduler | null = null;
   const pool = new WorkerPool({
@@ -106,7 +107,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
           render: renderJob,
           userAgent: `kiln/${KILN_VERSION}`,
           onOutcome: (outcome) => running.metrics.callbackDelivery(outcome),
-          onError: (message, error) => log.warn({ err: error }, message),
+          log,
           onDraining: (inFlight, graceMs) =>
             log.info({ inFlight, graceMs }, 'shutting down: waiting for callback deliveries in flight'),
           ...(parts.callbackBackoff === undefined ? {} : { backoff: parts.callbackBackoff }),

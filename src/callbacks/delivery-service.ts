@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 // version bundled with each Node release, and a dispatcher from another major version of
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
+import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../scheduler/clock.js';
 import type { Backoff, Job } from '../jobs/model.js';
@@ -33,7 +34,8 @@ export interface CallbackDeliveryOptions {
   /** Sent as User-Agent. */
   userAgent?: string;
   onOutcome?: (outcome: DeliveryOutcome) => void;
-  onError?: (message: string, error: unknown) => void;
+  /** Where failing claims and records are logged (default: nowhere). */
+  log?: FaultLogger;
   /** A stop waits for this many attempts in flight, up to `graceMs`. */
   onDraining?: (inFlight: number, graceMs: number) => void;
   random?: () => number;
@@ -80,10 +82,21 @@ export class CallbackDeliveryService {
   #backlog = false;
   /** When the timer fires (ms, the store's clock). */
   #timerAt = Infinity;
+  readonly #claimFault: FaultLog;
+  readonly #recordFault: FaultLog;
 
   constructor(options: CallbackDeliveryOptions) {
     this.#options = options;
     this.#store = options.store;
+    const log = options.log ?? silentLog;
+    // A failed claim is tried again sooner at first, and never later than the poll would.
+    this.#claimFault = new FaultLog(log, {
+      what: 'claiming callback deliveries',
+      level: 'warn',
+      backoff: { ...FAULT_BACKOFF, maxMs: Math.max(FAULT_BACKOFF.initialMs, this.#pollMs) },
+      ...(options.random === undefined ? {} : { random: options.random }),
+    });
+    this.#recordFault = new FaultLog(log, { what: 'recording callback attempts', level: 'warn' });
   }
 
   start(): void {
@@ -156,6 +169,7 @@ export class CallbackDeliveryService {
     this.#store.claimDeliveries(this.#owner, this.#leaseMs, room).then(
       (due) => {
         this.#claiming = false;
+        this.#claimFault.succeeded();
         // Claimed as the service stopped: left to their leases.
         if (this.#stopped) return;
         for (const delivery of due) this.#track(this.#attempt(delivery));
@@ -165,8 +179,7 @@ export class CallbackDeliveryService {
       },
       (error: unknown) => {
         this.#claiming = false;
-        this.#options.onError?.('claiming callback deliveries failed', error);
-        this.#armIn(this.#pollMs);
+        this.#armIn(this.#claimFault.failed(error));
       },
     );
   }
@@ -252,7 +265,9 @@ export class CallbackDeliveryService {
         outcome,
         retryInMs,
       };
-      if (!(await this.#store.recordDeliveryAttempt(attempt))) return;
+      const recorded = await this.#store.recordDeliveryAttempt(attempt);
+      this.#recordFault.succeeded();
+      if (!recorded) return;
       // Its retry is due before the timer would look: look then.
       if (outcome === 'retry' && !this.#claiming && this.#store.now() + retryInMs < this.#timerAt) {
         this.#armIn(Math.max(MIN_WAIT_MS, retryInMs));
@@ -261,7 +276,7 @@ export class CallbackDeliveryService {
       for (const listener of this.#recordedListeners) listener(attempt);
     } catch (failure) {
       // Not recorded: the lease runs out and the attempt is made again (at least once).
-      this.#options.onError?.('recording a callback attempt failed', failure);
+      this.#recordFault.failed(failure);
     }
   }
 

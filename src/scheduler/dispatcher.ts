@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
@@ -19,9 +20,10 @@ export interface DispatcherOptions {
   leaseMs: number;
   /** A shared store's node lease (see LeaseKeeper); null or absent for a store of one process. */
   nodeLeaseMs?: number | null;
+  /** One-off failures (an attempt that could not be recorded). */
   onError(message: string, error: unknown): void;
-  /** Something an operator needs to hear of that is not a failure of this server (a refused outcome). */
-  onWarning?(details: object, message: string): void;
+  /** Where the faults of the retry loops (claims, outcomes, heartbeats) are logged. */
+  log: FaultLogger;
   random?: () => number;
   microBatch?: MicroBatchOptions;
   /** The registered task types (a shared store that applies task limits claims type by type). */
@@ -29,9 +31,6 @@ export interface DispatcherOptions {
   /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
   isolated?: (type: string) => boolean;
 }
-
-/** How often outcomes the store could not take are written again. */
-const REWRITE_MS = 500;
 
 type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -106,6 +105,10 @@ export class Dispatcher {
   /** Outcomes the store could not take yet, by job id. */
   readonly #unwritten = new Map<string, FinishItem>();
   #rewriteTimer: NodeJS.Timeout | null = null;
+  readonly #claimFault: FaultLog;
+  readonly #writeFault: FaultLog;
+  /** Set while claims back off after a failure: changes do not claim then, the timer does. */
+  #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
   #started = false;
   #paused = false;
@@ -125,6 +128,8 @@ export class Dispatcher {
     this.#metrics = options.metrics;
     this.#random = options.random ?? Math.random;
     this.#micro = new MicroBatching(options.microBatch ?? {});
+    this.#claimFault = new FaultLog(options.log, { what: 'dispatch', random: this.#random });
+    this.#writeFault = new FaultLog(options.log, { what: 'writing outcomes', random: this.#random });
     this.#leases = new LeaseKeeper({
       store: options.store,
       owner: this.owner,
@@ -139,7 +144,7 @@ export class Dispatcher {
         const unwritten = this.#unwritten.get(id);
         return unwritten === undefined ? undefined : { attempt: unwritten.attempt, claimedAt: 0 };
       },
-      onError: options.onError,
+      log: options.log,
     });
   }
 
@@ -165,6 +170,8 @@ export class Dispatcher {
     this.#limitTimer = null;
     if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
     this.#dueTimer = null;
+    if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
+    this.#claimRetryTimer = null;
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
     for (const batch of this.#batches) this.#recall(batch);
     if (this.#batches.size > this.#recalled) {
@@ -269,9 +276,12 @@ export class Dispatcher {
     this.#store.progress(jobId, attempt, this.owner, { percent, message });
   }
 
-  /** Claim work for every free thread; re-runs itself if asked while busy. */
+  /**
+   * Claim work for every free thread; re-runs itself if asked while busy. After a failed
+   * claim it waits for its back-off timer, however many changes come meanwhile.
+   */
   pump(): void {
-    if (!this.#started || this.#stopped) return;
+    if (!this.#started || this.#stopped || this.#claimRetryTimer !== null) return;
     if (this.#pumping) {
       this.#pumpAgain = true;
       return;
@@ -312,6 +322,9 @@ export class Dispatcher {
                 passedOver: (type: string) => passed.add(type),
               }),
         });
+        // A claim answered while the store cannot write (it hands out nothing, or claims it
+        // then loses) does not end the fault: only a store that writes again does.
+        if (this.#store.available) this.#claimFault.succeeded();
         for (const type of passed) {
           this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
         }
@@ -327,7 +340,13 @@ export class Dispatcher {
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
     } catch (error) {
-      this.#options.onError('dispatch failed; retrying on the next change', error);
+      const waitMs = this.#claimFault.failed(error);
+      this.#pumpAgain = false;
+      this.#claimRetryTimer = setTimeout(() => {
+        this.#claimRetryTimer = null;
+        this.pump();
+      }, waitMs);
+      this.#claimRetryTimer.unref();
     } finally {
       this.#armDueTimer();
     }
@@ -568,25 +587,26 @@ export class Dispatcher {
 
   /**
    * Writes outcomes. If the store cannot take them now (its thread is restarting, a
-   * transaction was lost), they are kept, their leases kept alive, and written again
-   * until the store takes them or refuses them (their lease is gone): an attempt that
-   * ended is never run again only because the store was briefly down.
+   * transaction was lost), they are kept, their leases kept alive, and written again,
+   * with back-off, until the store takes them or refuses them (their lease is gone): an
+   * attempt that ended is never run again only because the store was briefly down.
    */
   async #write(items: FinishItem[]): Promise<void> {
     let finished: Awaited<ReturnType<JobStore['finish']>>;
     try {
       finished = await this.#store.finish(items);
     } catch (error) {
-      this.#options.onError('writing outcomes failed; they are kept and written again', error);
+      const waitMs = this.#writeFault.failed(error);
       for (const item of items) this.#unwritten.set(item.id, item);
       this.#rewriteTimer ??= setTimeout(() => {
         this.#rewriteTimer = null;
         const again = [...this.#unwritten.values()];
         this.#unwritten.clear();
         if (again.length > 0) void this.#write(again);
-      }, REWRITE_MS);
+      }, waitMs);
       return;
     }
+    this.#writeFault.succeeded();
     // A retry that is due at once, or dependents made ready, may be work for a free thread.
     if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
       this.pump();
@@ -607,7 +627,7 @@ export class Dispatcher {
       const job = jobs === null ? undefined : (byId.get(item.id) ?? null);
       const reason = job === undefined ? 'unknown' : refusalReason(item.attempt, job);
       this.#metrics.outcomeRefused(reason);
-      this.#options.onWarning?.(
+      this.#options.log.warn(
         { job: item.id, attempt: item.attempt, outcome: item.outcome.kind, reason, status: job?.status ?? null },
         `the outcome of attempt ${item.attempt} of job ${item.id} was refused (${reason}): the attempt was no longer this server's`,
       );

@@ -1,3 +1,4 @@
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { JobStore } from '../store/store.js';
 
 export interface LeaseKeeperOptions {
@@ -16,7 +17,7 @@ export interface LeaseKeeperOptions {
   lost(id: string): void;
   /** The attempt this process runs of the job now, and when it claimed it (undefined: none). */
   held(id: string): { attempt: number; claimedAt: number } | undefined;
-  onError(message: string, error: unknown): void;
+  log: FaultLogger;
 }
 
 /**
@@ -28,9 +29,12 @@ export interface LeaseKeeperOptions {
  * beats keep failing until either lease would be about to run out, the attempts are
  * given up here first, so that no job runs under a lease that the store (and every
  * other server) already counts as dead.
+ * A failing heartbeat is not backed off: renewals have a deadline, and the interval
+ * already bounds how often they are tried.
  */
 export class LeaseKeeper {
   readonly #options: LeaseKeeperOptions;
+  readonly #fault: FaultLog;
   #timer: NodeJS.Timeout | null = null;
   /** When the job leases were last renewed (a beat that carried the running ids). */
   #renewedAt = 0;
@@ -41,6 +45,7 @@ export class LeaseKeeper {
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
+    this.#fault = new FaultLog(options.log, { what: 'heartbeat' });
   }
 
   start(): void {
@@ -83,13 +88,14 @@ export class LeaseKeeper {
       const lost = await store.heartbeat(owner, sent, leaseMs);
       this.#seenAt = started;
       if (scope === 'all') this.#renewedAt = started;
+      this.#fault.succeeded();
       for (const id of lost) {
         // Only the attempt the heartbeat asked about: the job may have been given back and
         // claimed again while it was on its way.
         if (this.#options.held(id)?.attempt === attempts.get(id)) this.#options.lost(id);
       }
     } catch (error) {
-      this.#options.onError('heartbeat failed', error);
+      this.#fault.failed(error);
       this.#giveUpStale();
     } finally {
       this.#beating = false;

@@ -1,3 +1,4 @@
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { JobStore } from '../store/store.js';
 import { decideExpired } from './retry-policy.js';
 
@@ -8,7 +9,7 @@ export interface RescuerOptions {
   random?: () => number;
   /** Called after a pass that moved jobs (so dispatch can pick them up). */
   onRescued(count: number): void;
-  onError(message: string, error: unknown): void;
+  log: FaultLogger;
 }
 
 /** Attempts taken from expired leases per store call. */
@@ -25,12 +26,14 @@ const BATCH = 500;
 export class Rescuer {
   readonly #options: RescuerOptions;
   readonly #random: () => number;
+  readonly #fault: FaultLog;
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<number> | null = null;
 
   constructor(options: RescuerOptions) {
     this.#options = options;
     this.#random = options.random ?? Math.random;
+    this.#fault = new FaultLog(options.log, { what: 'rescuing expired leases' });
   }
 
   start(): void {
@@ -73,8 +76,9 @@ export class Rescuer {
         moved += count;
         if (expired.length < BATCH || count === 0) break;
       }
+      this.#fault.succeeded();
     } catch (error) {
-      this.#options.onError('rescuing expired leases failed', error);
+      this.#fault.failed(error);
     }
     if (moved > 0) this.#options.onRescued(moved);
     return moved;

@@ -1,4 +1,5 @@
-import type { Job, NewJob } from '../jobs/model.js';
+import { FaultLog, type FaultLogger } from '../fault-log.js';
+import type { Backoff, Job, NewJob } from '../jobs/model.js';
 import type { FireResult, InsertResult, JobStore, Schedule, ScheduleDefinition } from '../store/store.js';
 import type { Clock } from './clock.js';
 import { Timetable } from './cron.js';
@@ -29,7 +30,7 @@ export interface ScheduleRunnerOptions {
   store: JobStore;
   clock: Clock;
   metrics: KilnMetrics;
-  log: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
+  log: FaultLogger;
   /** Whether a task type is registered now. */
   registered(type: string): boolean;
   /** The job a schedule's request makes (validated, defaults applied), or a KilnError naming what is wrong. */
@@ -44,8 +45,12 @@ export interface ScheduleRunnerOptions {
 
 /** How late a tick may be and still make its job (Quartz's default misfire threshold). */
 export const MISFIRE_MS = 60_000;
-/** How long ticks wait after the store failed to fire one. */
-const STORE_RETRY_MS = 1000;
+/**
+ * How long ticks wait after the store failed to fire one, n times in a row: 1 s doubling
+ * to 30 s, half of MISFIRE_MS, so the ticks of a store that is back within half a minute
+ * are late, not missed.
+ */
+const STORE_BACKOFF: Backoff = { initialMs: 1000, factor: 2, maxMs: 30_000, jitter: 'none' };
 /** The longest the one timer is set for; it is armed again then (setTimeout holds at most ~24.8 days). */
 const MAX_TIMER_MS = 3_600_000;
 
@@ -64,6 +69,7 @@ export class ScheduleRunner {
   #again = false;
   /** After a store failure, no tick is tried before this time. */
   #retryAfter = 0;
+  readonly #storeFault: FaultLog;
   #started = false;
   #stopped = false;
 
@@ -71,6 +77,11 @@ export class ScheduleRunner {
     this.#options = options;
     this.#store = options.store;
     this.#clock = options.clock;
+    this.#storeFault = new FaultLog(options.log, {
+      what: 'firing schedule ticks',
+      backoff: STORE_BACKOFF,
+      now: () => this.#clock.now(),
+    });
   }
 
   async start(): Promise<void> {
@@ -224,16 +235,17 @@ export class ScheduleRunner {
         skipOverlap: schedule.overlap === 'skip',
       });
     } catch (error) {
-      this.#storeAway(error, schedule.name);
+      this.#storeAway(error);
       return undefined;
     }
+    this.#storeFault.succeeded();
     if (!fired.fired) {
       // Another server fired this tick, or the schedule changed: read it as it is now.
       let current: Schedule | null;
       try {
         current = await this.#store.getSchedule(schedule.name);
       } catch (error) {
-        this.#storeAway(error, schedule.name);
+        this.#storeAway(error);
         return undefined;
       }
       if (current === null) {
@@ -246,10 +258,9 @@ export class ScheduleRunner {
     return fired.schedule;
   }
 
-  /** The store cannot be reached: the due ticks are tried again in a second, as they still are. */
-  #storeAway(error: unknown, name: string): void {
-    this.#options.log.error({ err: error, schedule: name }, 'a schedule tick could not be stored; trying again');
-    this.#retryAfter = this.#clock.now() + STORE_RETRY_MS;
+  /** The store cannot be reached: the due ticks are tried again after a back-off, as they still are. */
+  #storeAway(error: unknown): void {
+    this.#retryAfter = this.#clock.now() + this.#storeFault.failed(error);
   }
 
   #count(name: string, runAt: number, fired: Extract<FireResult, { fired: true }>, skipped: string | null): void {

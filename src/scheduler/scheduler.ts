@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
+import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
 import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
 import { canonicalJson } from '../store/canonical-json.js';
@@ -127,16 +128,11 @@ export interface SchedulerOptions {
   };
 }
 
-export interface SchedulerLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+export type SchedulerLogger = FaultLogger;
 
 const RETENTION_INTERVAL_MS = 60_000;
 /** Terminal jobs deleted per store call by the retention purge. */
 const PURGE_CHUNK = 1000;
-const silentLogger: SchedulerLogger = { info() {}, warn() {}, error() {} };
 
 /**
  * The brain between the HTTP layer and the store and pool: admission, the actions
@@ -172,6 +168,9 @@ export class Scheduler {
   readonly #finishRate = new RateWindow(10);
   #stopping: Promise<void> | null = null;
   readonly #drain = new AbortController();
+  readonly #purgeFault: FaultLog;
+  readonly #sharedFault: FaultLog;
+  readonly #sweepFault: FaultLog;
 
   constructor(options: SchedulerOptions) {
     this.#options = options;
@@ -179,7 +178,10 @@ export class Scheduler {
     this.#startedAt = options.store.now();
     this.#pool = options.pool;
     this.#registry = options.registry;
-    this.#log = options.logger ?? silentLogger;
+    this.#log = options.logger ?? silentLog;
+    this.#purgeFault = new FaultLog(this.#log, { what: 'retention purge' });
+    this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
+    this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });
     const clock = options.clock ?? systemClock(() => options.store.now());
     this.stats = new JobStats({ now: () => clock.now() });
     this.metrics = new KilnMetrics({
@@ -206,7 +208,7 @@ export class Scheduler {
       leaseMs: options.leaseMs,
       nodeLeaseMs: shared ? nodeLeaseMs : null,
       onError: (message, error) => this.#log.error({ err: error }, message),
-      onWarning: (details, message) => this.#log.warn(details, message),
+      log: this.#log,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       isolated: (type) => this.#registry.get(type)?.isolate === true,
       ...(options.random === undefined ? {} : { random: options.random }),
@@ -217,7 +219,7 @@ export class Scheduler {
       // On a shared store a dead server's attempts are looked for six times a node lease.
       intervalMs: Math.max(50, Math.floor(Math.min(options.leaseMs / 3, shared ? nodeLeaseMs / 6 : Infinity))),
       onRescued: () => this.#dispatcher.pump(),
-      onError: (message, error) => this.#log.error({ err: error }, message),
+      log: this.#log,
       ...(options.random === undefined ? {} : { random: options.random }),
     });
     this.schedules = new ScheduleRunner({
@@ -265,7 +267,10 @@ export class Scheduler {
     // A stop that came while this started has cleared its timers already.
     if (this.#store.nodes !== undefined && this.#stopping === null) {
       this.#sharedTimer = setInterval(() => {
-        this.#readShared().catch((error: unknown) => this.#log.error({ err: error }, 'reading shared state failed'));
+        this.#readShared().then(
+          () => this.#sharedFault.succeeded(),
+          (error: unknown) => this.#sharedFault.failed(error),
+        );
       }, SHARED_READ_MS);
       this.#sharedTimer.unref();
     }
@@ -720,8 +725,9 @@ export class Scheduler {
           if (deleted < PURGE_CHUNK) break;
         }
       }
+      this.#purgeFault.succeeded();
     } catch (error) {
-      this.#log.error({ err: error }, 'retention purge failed');
+      this.#purgeFault.failed(error);
     }
     return total;
   }
@@ -761,7 +767,10 @@ export class Scheduler {
       // announced, so what the watchers were told may be behind the file. (A shared store's
       // watchers are swept every second anyway.)
       if (this.#store.nodes === undefined) {
-        this.#sweepWatched().catch((error: unknown) => this.#log.error({ err: error }, 'reading watched jobs failed'));
+        this.#sweepWatched().then(
+          () => this.#sweepFault.succeeded(),
+          (error: unknown) => this.#sweepFault.failed(error),
+        );
       }
       return;
     }

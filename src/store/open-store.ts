@@ -1,3 +1,4 @@
+import type { FaultLogger } from '../fault-log.js';
 import { StoreError } from './errors.js';
 import { PostgresStore } from './postgres/store.js';
 import { SqliteStore } from './sqlite/store.js';
@@ -19,6 +20,8 @@ export interface OpenStoreOptions {
   version?: string;
   /** KILN_PRIORITY_AGING_MS (0 or absent: off). */
   priorityAgingMs?: number;
+  /** Where the sqlite store logs a store thread that died and its restarts. */
+  log?: FaultLogger;
 }
 
 /**
@@ -28,15 +31,16 @@ export interface OpenStoreOptions {
  */
 export async function openStore(url: string, options: OpenStoreOptions): Promise<JobStore> {
   const aging = options.priorityAgingMs ? { priorityAgingMs: options.priorityAgingMs } : {};
+  const log = options.log === undefined ? {} : { log: options.log };
   if (url === 'memory')
-    return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal', ...aging });
+    return SqliteStore.open(':memory:', { capacity: options.capacity, synchronous: 'normal', ...aging, ...log });
   if (url.startsWith('sqlite:')) {
     let path = url.slice('sqlite:'.length);
     if (path.startsWith('//')) path = path.slice(2);
     if (path.length === 0) {
       throw new StoreError('invalid_store_url', 'KILN_STORE sqlite: needs a file path, e.g. sqlite:./data/kiln.db');
     }
-    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync, ...aging });
+    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync, ...aging, ...log });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return PostgresStore.open({

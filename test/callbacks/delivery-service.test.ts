@@ -7,8 +7,10 @@ import { renderJob } from '../../src/server/render.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { DeliveryAttempt, JobStore } from '../../src/store/store.js';
-import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { captureLog, LEVELS } from '../support/log-lines.js';
+import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { type Receiver, startReceiver, verifySignature } from '../support/receiver.js';
+import { watchFailures } from '../support/watch-failures.js';
 import { claimJobs, completed, finishOne, newJob } from '../store/conformance.js';
 
 /**
@@ -216,5 +218,46 @@ describe('callback delivery: several servers on one PostgreSQL schema', () => {
     assert.equal(attempt?.id, leased?.id);
     assert.equal(attempt?.outcome, 'delivered');
     assert.equal(hook.received[0]?.headers['kiln-delivery'], leased?.id);
+  });
+});
+
+describe('callback delivery: claims that keep failing', () => {
+  it('logs the fault once when it starts and once when it ends, retrying with back-off meanwhile', async () => {
+    const schema = freshSchemaName();
+    closers.push(() => dropSchema(schema));
+    const opened = await PostgresStore.open({ url: TEST_PG_URL, schema, poolSize: 4, capacity: 1000, pollMs: 60_000 });
+    closers.push(() => opened.close());
+    const claims = watchFailures(opened, 'claimDeliveries');
+    const log = captureLog();
+    const hook = await receiver();
+    const delivery = service(claims.store, { allowPrivate: true, pollMs: 100, log: log.logger });
+    const db = await connect();
+    closers.push(() => db.end());
+    // Without its table every claim fails in the database.
+    await db.query(`ALTER TABLE "${schema}".callback_deliveries RENAME TO callback_deliveries_away`);
+    const failed = claims.nextFailure();
+    delivery.start();
+    await failed;
+    while (claims.failures() < 5) await claims.nextFailure();
+    const lines = () => log.lines.filter((line) => line.fault === 'claiming callback deliveries');
+    assert.deepEqual(
+      lines().map((line) => [line.level, line.msg]),
+      [[LEVELS.warn, 'claiming callback deliveries failed; retrying']],
+      `one line for ${claims.failures()} failed claims`,
+    );
+
+    await db.query(`ALTER TABLE "${schema}".callback_deliveries_away RENAME TO callback_deliveries`);
+    const recorded = nextRecorded(delivery);
+    const [id] = await finishedWithCallback(opened, { url: hook.url });
+    const [attempt] = await recorded;
+    assert.equal(attempt?.outcome, 'delivered');
+    assert.equal((JSON.parse(hook.received[0]?.rawBody ?? 'null') as Job | null)?.id, id);
+    const end = await log.waitFor(
+      (line) => line.fault === 'claiming callback deliveries' && line.level === LEVELS.info,
+      'claims work again',
+    );
+    assert.equal(end.msg, 'claiming callback deliveries works again');
+    assert.equal(end.failures, claims.failures());
+    assert.equal(lines().length, 2);
   });
 });

@@ -54,7 +54,11 @@ function makeRunner(store: JobStore, clock: FakeClock): Harness {
     store,
     clock,
     metrics,
-    log: { warn: (obj, msg) => warnings.push({ obj, msg }), error: (obj, msg) => warnings.push({ obj, msg }) },
+    log: {
+      info: (obj, msg) => warnings.push({ obj, msg }),
+      warn: (obj, msg) => warnings.push({ obj, msg }),
+      error: (obj, msg) => warnings.push({ obj, msg }),
+    },
     registered: (type) => type !== 'test.gone',
     prepare: async (request, schedule, idempotencyKey): Promise<NewJob> => ({
       id: newJobId(clock.now()),
@@ -354,7 +358,7 @@ for (const [kind, openStore] of stores) {
         });
         await store.thread?.terminate();
         await moveTo(clock, [runner], START + 2400);
-        assert.ok(warnings.some((w) => w.msg === 'a schedule tick could not be stored; trying again'));
+        assert.ok(warnings.some((w) => w.msg === 'firing schedule ticks failed; retrying'));
         // The store's restart timer does not hold the process open; this does, until it is back.
         const keepAlive = setInterval(() => undefined, 1000);
         await back.finally(() => clearInterval(keepAlive));
@@ -366,6 +370,13 @@ for (const [kind, openStore] of stores) {
           tickKey('every-second', START + 2000),
           tickKey('every-second', START + 3000),
         ]);
+        // The outage is two lines: when it began, and when it ended with how long it lasted.
+        const fault = warnings.filter((w) => w.msg.startsWith('firing schedule ticks'));
+        assert.deepEqual(
+          fault.map((w) => w.msg),
+          ['firing schedule ticks failed; retrying', 'firing schedule ticks works again'],
+        );
+        assert.deepEqual(fault[1]?.obj, { fault: 'firing schedule ticks', failures: 1, durationMs: 1000 });
       });
     }
 

@@ -158,7 +158,7 @@ export async function rescueOnce(store: JobStore): Promise<number> {
     intervalMs: 60_000,
     random: () => 0.5,
     onRescued: () => {},
-    onError: (_message, error) => errors.push(error),
+    log: { info() {}, warn: (fields) => errors.push(fields), error: (fields) => errors.push(fields) },
   });
   const moved = await rescuer.runOnce();
   assert.deepEqual(errors, []);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, renameSync, rmdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { isStoreError } from '../../src/store/errors.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
@@ -9,12 +10,14 @@ import {
   completed,
   finishOne,
   insertOk,
+  insertOne,
   LEASE_MS,
   mustGet,
   newJob,
   recordEvents,
   TestClock,
 } from './conformance.js';
+import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 
 const freshPath = tempFiles('kiln-sqlite-failures-');
@@ -81,6 +84,53 @@ describe('sqlite store: the disk is full', () => {
       assert.equal((await reopened.counts()).pending, accepted.length + refused.ids.length);
     } finally {
       await reopened.close();
+    }
+  });
+
+  it('answers the reads that share a transaction with a write that does not fit', async () => {
+    const path = freshPath();
+    const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 100 });
+    try {
+      const accepted: string[] = [];
+      let full = false;
+      for (let batch = 0; batch < 100 && !full; batch++) {
+        try {
+          const jobs = await insertOk(
+            store,
+            Array.from({ length: 20 }, () => newJob({ metadata: { pad: 'z'.repeat(3000) } })),
+          );
+          accepted.push(...jobs.map((job) => job.id));
+        } catch (error) {
+          assert.ok(isStoreError(error, 'store_unavailable'), String(error));
+          full = true;
+        }
+      }
+      assert.ok(full, 'the file filled up');
+      const first = accepted[0] as string;
+      for (let round = 0; round < 5; round++) {
+        // One event-loop turn: one message to the store thread, one transaction for all of it.
+        const [inserted, got, counts, page] = await Promise.allSettled([
+          store.insert(Array.from({ length: 20 }, () => newJob({ metadata: { pad: 'z'.repeat(3000) } }))),
+          store.get(first),
+          store.counts(),
+          store.list({ limit: 5 }),
+        ]);
+        assert.equal(inserted.status, 'rejected');
+        assert.ok(isStoreError(inserted.reason, 'store_unavailable'), String(inserted.reason));
+        assert.equal(got.status, 'fulfilled', `get: ${String(got.status === 'rejected' ? got.reason : '')}`);
+        assert.equal(got.value?.id, first);
+        assert.equal(
+          counts.status,
+          'fulfilled',
+          `counts: ${String(counts.status === 'rejected' ? counts.reason : '')}`,
+        );
+        assert.equal(counts.value.pending, accepted.length);
+        assert.equal(page.status, 'fulfilled', `list: ${String(page.status === 'rejected' ? page.reason : '')}`);
+        assert.equal(page.value.jobs.length, 5);
+      }
+      await assertCountsExact(store);
+    } finally {
+      await store.close();
     }
   });
 
@@ -246,5 +296,41 @@ describe('sqlite store: the store thread dies', () => {
     await store.close();
     await assert.rejects(store.get('x'), { code: 'store_closed' });
     assert.equal(store.thread, null);
+  });
+
+  it('logs a thread that died when it dies, when the cause changes and when a new one is up, not per restart', async () => {
+    const path = freshPath();
+    const log = captureLog();
+    const store = await SqliteStore.open(path, { capacity: 100, restartDelayMs: 5, log: log.logger });
+    const away = `${path}.away`;
+    try {
+      const job = await insertOne(store);
+      const thread = store.thread;
+      assert.ok(thread);
+      await thread.terminate();
+      // Before any restart can run: the file is gone and a directory stands in its place,
+      // so every new thread fails to open it.
+      renameSync(path, away);
+      mkdirSync(path);
+      await log.waitFor((line) => line.fault === 'store thread' && line.failures === 2, 'a restart failed');
+      rmdirSync(path);
+      renameSync(away, path);
+      const end = await log.waitFor(
+        (line) => line.fault === 'store thread' && line.level === LEVELS.info,
+        'a new thread is up',
+      );
+      assert.ok((end.failures as number) >= 2, `failures: ${String(end.failures)}`);
+      assert.deepEqual(
+        log.lines.filter((line) => line.fault === 'store thread').map((line) => [line.level, line.msg]),
+        [
+          [LEVELS.error, 'store thread failed; retrying'],
+          [LEVELS.error, 'store thread still failing, with another cause'],
+          [LEVELS.info, 'store thread works again'],
+        ],
+      );
+      assert.equal((await mustGet(store, job.id)).status, 'queued');
+    } finally {
+      await store.close();
+    }
   });
 });

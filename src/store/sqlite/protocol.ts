@@ -244,8 +244,9 @@ export type Reply =
       /** One entry per request that the transaction held, in the order they were sent. */
       replies: { seq: number; results: OpResult[] }[];
       /**
-       * The transaction was rolled back: every operation in it failed, its claims were
-       * not stored, and the main thread rebuilds its index from a fresh snapshot.
+       * The transaction was rolled back: every write in it failed (its reads were run
+       * again alone), its claims were not stored, and the main thread rebuilds its index
+       * from a fresh snapshot.
        */
       rolledBack: boolean;
       /** How long the COMMIT (with its fsync) took, in ms; null when nothing was written. */

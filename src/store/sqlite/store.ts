@@ -19,6 +19,7 @@
  * thread is started; writes fail fast until it is up.
  */
 import { Worker } from 'node:worker_threads';
+import { FaultLog, type FaultLogger, silentLog } from '../../fault-log.js';
 import type { Job, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
@@ -76,13 +77,16 @@ export interface SqliteStoreOptions extends StoreOptions {
   maxPageCount?: number;
   /** Bytes of job copies the ready index keeps (tests make it small). */
   recordBudget?: number;
-  /** How long to wait before replacing a store thread that died. */
+  /** How long to wait before replacing a store thread that died; doubled after each failed restart, up to 30 s. */
   restartDelayMs?: number;
+  /** Where a store thread that died, and its restarts, are logged (default: nowhere). */
+  log?: FaultLogger;
 }
 
 /** How long claims and heartbeats may wait for a message that carries them. */
 const LAZY_FLUSH_MS = 10;
 const DEFAULT_RESTART_DELAY_MS = 1000;
+const MAX_RESTART_DELAY_MS = 30_000;
 
 interface Pending {
   op: Op;
@@ -127,6 +131,8 @@ export class SqliteStore implements JobStore {
   #restartTimer: NodeJS.Timeout | null = null;
   /** A rolled-back transaction: claims wait until the index is rebuilt. */
   #rebuilding = false;
+  /** The store thread is down: from its death until a new one is up. */
+  readonly #threadFault: FaultLog;
 
   /**
    * Opens (creating if needed) the store at `path`, or a private in-memory database for
@@ -144,6 +150,11 @@ export class SqliteStore implements JobStore {
     this.#capacity = options.capacity;
     this.#clock = options.clock ?? Date.now;
     this.#index = new ReadyIndex(options.recordBudget, options.priorityAgingMs ?? 0);
+    const restartMs = options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS;
+    this.#threadFault = new FaultLog(options.log ?? silentLog, {
+      what: 'store thread',
+      backoff: { initialMs: restartMs, factor: 2, maxMs: Math.max(restartMs, MAX_RESTART_DELAY_MS), jitter: 'none' },
+    });
   }
 
   get path(): string {
@@ -685,12 +696,14 @@ export class SqliteStore implements JobStore {
       });
     });
     worker.on('message', (reply: Reply) => this.#onReply(reply));
-    worker.on('error', () => {
-      // 'exit' follows and does the work.
+    let died: unknown = null;
+    worker.on('error', (error) => {
+      died = error;
     });
-    worker.once('exit', () => this.#onExit(worker));
+    worker.once('exit', (code) => this.#onExit(worker, died ?? new Error(`the store thread exited with code ${code}`)));
     this.#index.rebuild(snapshot, (id) => this.#running.has(id));
     this.#available = true;
+    this.#threadFault.succeeded();
     if (!first) this.#emitReady();
   }
 
@@ -740,7 +753,7 @@ export class SqliteStore implements JobStore {
     for (const listener of this.#listeners) listener({ kind: 'ready' });
   }
 
-  #onExit(worker: Worker): void {
+  #onExit(worker: Worker, cause: unknown): void {
     if (this.#worker !== worker) return;
     this.#worker = null;
     this.#available = false;
@@ -756,15 +769,18 @@ export class SqliteStore implements JobStore {
     this.#lost(this.#queueClaims);
     this.#failAll(error);
     // A new thread on ':memory:' would open an empty database and pretend nothing was lost.
-    if (memory) return;
+    if (memory) {
+      this.#threadFault.failed(cause);
+      return;
+    }
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = null;
-      this.#start(false).catch(() => {
+      this.#start(false).catch((error: unknown) => {
         // The new thread failed to open (the disk is still failing): try again later.
         const failed = this.#worker;
-        if (failed !== null) this.#onExit(failed);
+        if (failed !== null) this.#onExit(failed, error);
       });
-    }, this.#options.restartDelayMs ?? DEFAULT_RESTART_DELAY_MS);
+    }, this.#threadFault.failed(cause));
     this.#restartTimer.unref();
   }
 

@@ -9,9 +9,11 @@
  * reads only runs without a transaction.
  *
  * If SQLite rolls the transaction back (disk full, I/O error) or the COMMIT fails,
- * every operation of the group fails as `unavailable`, the counters are rebuilt from
- * the file, and the answer carries a fresh snapshot of the ready jobs so the main
- * thread can rebuild its index and abandon claims that were never stored.
+ * every write of the group fails as `unavailable`, the counters are rebuilt from the
+ * file, and the answer says so, so the main thread rebuilds its index and abandons
+ * claims that were never stored. The reads of the group run again, alone, after the
+ * rollback: what they read inside it may have included writes that are now undone, and
+ * a read needs no free space, so a full disk never fails one.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -147,6 +149,15 @@ function run(t: SqliteTransitions, op: Op): unknown {
   }
 }
 
+/** A read outside any transaction: what the file holds now. */
+function runAlone(t: SqliteTransitions, op: Op): OpResult {
+  try {
+    return { ok: true, value: run(t, op) };
+  } catch (error) {
+    return { ok: false, error: wireError(error, false) };
+  }
+}
+
 function wireError(error: unknown, unavailable: boolean): WireError {
   const code = (error as { code?: unknown } | null)?.code;
   const sqliteCode = typeof code === 'string' && code.startsWith('SQLITE_') ? code : null;
@@ -220,13 +231,16 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
           // The connection already rolled back; the rebuild reads what the file holds.
         }
       }
-      const error = wireError(lost, true);
-      for (const reply of replies) {
-        reply.results = reply.results.map((result) =>
-          result.ok || result.error.unavailable ? { ok: false, error } : result,
-        );
-      }
       t.rebuild();
+      const error = wireError(lost, true);
+      for (const [index, request] of requests.entries()) {
+        const reply = replies[index] as { results: OpResult[] };
+        reply.results = reply.results.map((result, i) => {
+          const op = request.ops[i] as Op;
+          if (READ_OPS.has(op.op)) return runAlone(t, op);
+          return result.ok || result.error.unavailable ? { ok: false, error } : result;
+        });
+      }
       rolledBack = true;
     }
     if (writes && !rolledBack) deliveries = t.deliveriesAdded();
