@@ -68,9 +68,34 @@ let attemptsRun = 0;
 /** Set once this thread must be replaced: it starts no message after that. */
 let retirement: Retirement | null = null;
 
-process.on('uncaughtException', (err, origin) => onUncaught(err, origin));
+/**
+ * Stops the code that called process.exit from a leftover of an attempt already
+ * answered; the crash was charged before it was thrown, so the handlers ignore it.
+ */
+class LeftoverExit extends Error {}
+
+process.on('uncaughtException', (err, origin) => {
+  if (!(err instanceof LeftoverExit)) onUncaught(err, origin);
+});
 // An unhandled rejection would otherwise end the thread as an uncaught exception.
-process.on('unhandledRejection', (reason) => onUncaught(reason, 'unhandledRejection'));
+process.on('unhandledRejection', (reason) => {
+  if (!(reason instanceof LeftoverExit)) onUncaught(reason, 'unhandledRejection');
+});
+
+/**
+ * process.exit ends the thread at once, and the attempt running then would be charged
+ * for it. Called by the attempt running (its handler, or work of its own), it does so, as
+ * it always did; called by a leftover of an attempt already answered (a timer its handler
+ * left), it is that attempt's crash: it is charged to it like an uncaught error, the
+ * attempt running goes back uncounted, and the thread retires instead of exiting.
+ */
+const exitThread = process.exit.bind(process);
+process.exit = ((code?: number | string | null) => {
+  const caller = attemptContext.getStore();
+  if (caller === undefined || !caller.answered) return exitThread(code);
+  onUncaught(new Error(`process.exit(${code ?? ''}) after its handler returned`), 'process.exit');
+  throw new LeftoverExit('process.exit from an answered attempt');
+}) as typeof process.exit;
 
 if (channel !== null) {
   (channel as BroadcastChannel & { unref(): void }).unref();
@@ -177,7 +202,12 @@ function execute(run: AttemptRun): Promise<AttemptResult> {
 function onUncaught(err: unknown, origin: string): void {
   const culprit = attemptContext.getStore() ?? soleSuspect();
   const described = describeError(err);
-  const kind = origin === 'unhandledRejection' ? 'an unhandled rejection' : 'an uncaught exception';
+  const kind =
+    origin === 'unhandledRejection'
+      ? 'an unhandled rejection'
+      : origin === 'process.exit'
+        ? 'process.exit'
+        : 'an uncaught exception';
   const cause = `${described.name}: ${described.message} (${kind})`;
   const first = retirement?.reason !== 'crashed';
   if (first) {

@@ -75,6 +75,26 @@ for (const [storeName, storeEnv] of STORES) {
       assert.equal((await server.waitForJob(culprit)).status, 'completed');
     });
 
+    it('process.exit from a timer after its handler returned is charged to that job, not the next', async () => {
+      const before = await restarts(server, 'crashed');
+      const culprit = await submit(server, {
+        type: 'fixture.late-throw',
+        payload: { n: 3, exit: true },
+        maxAttempts: 1,
+      });
+      assert.equal((await server.waitForJob(culprit)).status, 'completed');
+      const innocent = await submit(server, { type: 'fixture.fire', payload: {}, maxAttempts: 1 });
+      const job = await server.waitForJob(innocent);
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      assert.equal((job.error as { code: string }).code, 'interrupted');
+      assert.equal(await restarts(server, 'crashed'), before + 1);
+      const crash = log.lines.filter((line) => line.reason === 'crashed').at(-1);
+      assert.deepEqual(crash?.culprit, { jobId: culprit, attempt: 1, late: true });
+      assert.deepEqual(crash?.attempts, [{ jobId: innocent, attempt: 1 }]);
+      assert.equal(crash?.cause, 'Error: process.exit(9) after its handler returned (process.exit)');
+      assert.equal((await server.waitForJob(culprit)).status, 'completed');
+    });
+
     it('a timeout is logged with the job, its attempt and the cause, and counted', async () => {
       const id = await submit(server, { type: 'fixture.block', payload: {}, maxAttempts: 1, timeoutMs: 200 });
       const job = await server.waitForJob(id);
