@@ -2,19 +2,14 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  LogController,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { validationError } from '../scheduler/errors.js';
 import { swaggerOptions, swaggerUiOptions } from './openapi.js';
 import { problem, problemFromError, sendProblem } from './problems.js';
+import { observeAnswer } from './request-log.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
@@ -133,38 +128,6 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   await app.ready();
   return app;
-}
-
-/** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
-const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
-
-/**
- * When the answer has gone out (or the client went away): the request's line in the log
- * and its HTTP metrics, by route pattern. Hooked on the socket's close rather than on
- * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
- */
-function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
-  const started = process.hrtime.bigint();
-  reply.raw.once('close', () => {
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const route = request.routeOptions.url ?? 'unmatched';
-    const status = reply.raw.statusCode;
-    scheduler.metrics.httpRequest(request.method, route, status, seconds);
-    const level = PROBE_ROUTES.has(route) && status < 400 ? 'debug' : 'info';
-    // The line is built only for a logger that writes it (LOG_LEVEL=warn, as under load, does not).
-    if (!writes(request.log, level)) return;
-    const ms = Math.round(seconds * 10_000) / 10;
-    request.log[level](
-      { http: { method: request.method, url: request.url, status, ms } },
-      `${request.method} ${request.url} ${status} ${ms} ms`,
-    );
-  });
-}
-
-/** Whether the logger writes lines of `level` (pino says so; a logger that cannot tell is asked to write). */
-function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
-  const withCheck = log as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
-  return withCheck.isLevelEnabled?.(level) ?? true;
 }
 
 /** How deep arrays and objects nest in a parsed body, counted without recursion. */
