@@ -6,9 +6,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
-import { validationError } from '../scheduler/errors.js';
+import { parseJsonBody } from './json-body.js';
 import { swaggerOptions, swaggerUiOptions } from './openapi.js';
-import { problem, problemFromError, sendProblem } from './problems.js';
+import { ProblemError, problem, problemFromError, sendProblem } from './problems.js';
 import { observeAnswer } from './request-log.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
@@ -16,9 +16,6 @@ import { registerScheduleRoutes } from './routes/schedules.js';
 import { registerStatsRoutes } from './routes/stats.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
-
-/** Bodies nest at most this deep; deeper ones would exhaust the stack of code that walks them. */
-const MAX_JSON_DEPTH = 64;
 
 export interface AppOptions {
   scheduler: Scheduler;
@@ -56,19 +53,28 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // An action with an empty JSON body (POST /cancel with a Content-Type) is fine.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
+      done(
+        new ProblemError(
+          'unsupported_media_type',
+          `Content-Encoding ${encoding} is not accepted; send the body uncompressed`,
+        ),
+        undefined,
+      );
+      return;
+    }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, (error, value) => {
-      if (error !== null) done(error, undefined);
-      else if (nestingDepth(value) > MAX_JSON_DEPTH) {
-        done(validationError([{ path: 'body', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }]), undefined);
-      } else done(null, value);
-    });
+    try {
+      done(null, parseJsonBody(text));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
   });
 
   // Bodies are JSON only: anything else is a 415.
@@ -128,20 +134,6 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   await app.ready();
   return app;
-}
-
-/** How deep arrays and objects nest in a parsed body, counted without recursion. */
-function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop() as [unknown, number];
-    if (typeof current !== 'object' || current === null) continue;
-    if (depth > deepest) deepest = depth;
-    if (deepest > MAX_JSON_DEPTH) return deepest;
-    for (const child of Object.values(current)) stack.push([child, depth + 1]);
-  }
-  return deepest;
 }
 
 function sha256(value: string): Buffer {

@@ -35,6 +35,17 @@ export interface Problem {
   errors?: FieldIssue[];
 }
 
+/** A refusal of the HTTP layer's own (the request, not the job, is at fault). */
+export class ProblemError extends Error {
+  readonly code: ProblemCode;
+
+  constructor(code: ProblemCode, message: string) {
+    super(message);
+    this.name = 'ProblemError';
+    this.code = code;
+  }
+}
+
 export function problem(code: ProblemCode, detail: string, errors?: FieldIssue[]): Problem {
   const status = PROBLEM_CODES[code];
   const body: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code, detail };
@@ -93,6 +104,7 @@ export function problemFromError(
     if (error.retryAfterSeconds !== null) headers['retry-after'] = String(error.retryAfterSeconds);
     return { body: problem(error.code, error.message, error.issues), headers };
   }
+  if (error instanceof ProblemError) return { body: problem(error.code, error.message), headers: {} };
   const fastifyError = error as FastifyError;
   if (Array.isArray(fastifyError.validation)) {
     const issues = issuesFromValidation(fastifyError);
