@@ -133,6 +133,7 @@ function envSchema() {
     KILN_TASKS_DIR: optionalPath,
     KILN_API_TOKENS: tokens,
     KILN_MAX_BODY_BYTES: integer('KILN_MAX_BODY_BYTES', 1024, 1024 * 1024 * 1024, 1_048_576),
+    KILN_REQUEST_TIMEOUT_MS: integer('KILN_REQUEST_TIMEOUT_MS', 1000, 3_600_000, 30_000),
     KILN_SHUTDOWN_GRACE_MS: integer('KILN_SHUTDOWN_GRACE_MS', 0, DAY_MS, 30_000),
     KILN_LEASE_MS: integer('KILN_LEASE_MS', 1000, DAY_MS, 30_000),
     KILN_PRIORITY_AGING_MS: integer('KILN_PRIORITY_AGING_MS', 0, 365 * DAY_MS, 0),
@@ -162,6 +163,8 @@ export interface Config {
   tasksDir: string | null;
   apiTokens: string[];
   maxBodyBytes: number;
+  /** How long a request may take to arrive, headers and body (408 after); answers may take longer. */
+  requestTimeoutMs: number;
   shutdownGraceMs: number;
   leaseMs: number;
   /** A queued job's priority rises one level per this many ms waited (0: off). */
@@ -209,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tasksDir: e.KILN_TASKS_DIR,
     apiTokens: e.KILN_API_TOKENS,
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,
+    requestTimeoutMs: e.KILN_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: e.KILN_SHUTDOWN_GRACE_MS,
     leaseMs: e.KILN_LEASE_MS,
     priorityAgingMs: e.KILN_PRIORITY_AGING_MS,

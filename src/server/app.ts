@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { type IncomingMessage, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -8,7 +9,14 @@ import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import { parseJsonBody } from './json-body.js';
 import { swaggerOptions, swaggerUiOptions } from './openapi.js';
-import { ProblemError, problem, problemFromError, sendProblem } from './problems.js';
+import {
+  PROBLEM_CONTENT_TYPE,
+  type Problem,
+  ProblemError,
+  problem,
+  problemFromError,
+  sendProblem,
+} from './problems.js';
 import { observeAnswer } from './request-log.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
@@ -17,11 +25,16 @@ import { registerStatsRoutes } from './routes/stats.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
 
+/** How often the server looks for requests that have taken longer than the bound to arrive. */
+const REQUEST_TIMEOUT_CHECK_MS = 1000;
+
 export interface AppOptions {
   scheduler: Scheduler;
   registry: TaskRegistry;
   apiTokens: string[];
   maxBodyBytes: number;
+  /** How long a request may take to arrive, headers and body; answers may take longer. */
+  requestTimeoutMs: number;
   /** Answers whether the store responds (for /ready). */
   storeHealthy: () => Promise<boolean>;
   logger?: FastifyBaseLogger;
@@ -34,6 +47,17 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   const app = Fastify({
     ...(options.logger === undefined ? { logger: false } : { loggerInstance: options.logger }),
     bodyLimit: options.maxBodyBytes,
+    // Node counts this until the whole request has arrived, so long polls and event
+    // streams (long answers) are not cut; a client that never finishes its headers or
+    // body is answered 408 and disconnected.
+    requestTimeout: options.requestTimeoutMs,
+    http: {
+      requestTimeout: options.requestTimeoutMs,
+      headersTimeout: options.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(REQUEST_TIMEOUT_CHECK_MS, options.requestTimeoutMs),
+      // Answered below with a problem document instead of Node's empty 400.
+      requireHostHeader: false,
+    },
     // One line per request is logged below, with its answer, instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // While draining, requests still get answers: submissions a 503 problem document.
@@ -82,8 +106,16 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   app.addHook('onRequest', (request, reply, done) => {
     observeAnswer(request, reply, options.scheduler);
+    const { httpVersionMajor, httpVersionMinor } = request.raw;
+    if (request.headers.host === undefined && (httpVersionMajor > 1 || httpVersionMinor >= 1)) {
+      sendProblem(reply, problem('validation_error', 'the request has no Host header, which HTTP/1.1 requires'), {
+        connection: 'close',
+      });
+      return;
+    }
     done();
   });
+  app.server.on('checkExpectation', answerExpectation);
 
   app.setErrorHandler((error, request, reply) => {
     const { body, headers } = problemFromError(error, request);
@@ -140,19 +172,42 @@ function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+/** Node's errors for requests it cannot read, and how each is answered. */
+const CLIENT_ERRORS: Record<string, () => Problem> = {
+  HPE_HEADER_OVERFLOW: () => problem('headers_too_large', 'the request headers are too large'),
+  ERR_HTTP_REQUEST_TIMEOUT: () =>
+    problem('request_timeout', 'the request did not arrive in time (KILN_REQUEST_TIMEOUT_MS)'),
+};
+
 /** Malformed HTTP that never reaches a route still gets a problem document. */
 function answerClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) {
+  // A socket already writing an answer cannot be given another one in the middle of it.
+  const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (!socket.writable || answering?.headersSent === true) {
     socket.destroy(error);
     return;
   }
-  const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-  const body = JSON.stringify(
-    tooLarge
-      ? problem('validation_error', 'the request headers are too large')
-      : problem('validation_error', `the request is not valid HTTP (${error.code ?? 'malformed'})`),
-  );
+  const code = error.code ?? 'malformed';
+  const body = CLIENT_ERRORS[code]?.() ?? problem('validation_error', `the request is not valid HTTP (${code})`);
+  const text = JSON.stringify(body);
   socket.end(
-    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
+}
+
+/** An Expect other than 100-continue, which Node would answer with an empty 417. */
+function answerExpectation(request: IncomingMessage, response: ServerResponse): void {
+  const expectation = JSON.stringify(request.headers.expect ?? '');
+  const text = JSON.stringify(
+    problem(
+      'expectation_failed',
+      `the server cannot meet Expect: ${expectation.slice(1, -1)}; only 100-continue is supported`,
+    ),
+  );
+  response.writeHead(417, {
+    'content-type': PROBLEM_CONTENT_TYPE,
+    'content-length': Buffer.byteLength(text),
+    connection: 'close',
+  });
+  response.end(text);
 }

@@ -15,11 +15,14 @@ export const PROBLEM_CODES = {
   callbacks_disabled: 400,
   unauthorized: 401,
   not_found: 404,
+  request_timeout: 408,
   idempotency_conflict: 409,
   invalid_state: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  expectation_failed: 417,
   queue_full: 429,
+  headers_too_large: 431,
   shutting_down: 503,
   store_unavailable: 503,
   internal_error: 500,
@@ -53,8 +56,10 @@ export function problem(code: ProblemCode, detail: string, errors?: FieldIssue[]
   return body;
 }
 
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
 export function sendProblem(reply: FastifyReply, body: Problem, headers: Record<string, string> = {}): FastifyReply {
-  return reply.code(body.status).headers(headers).type('application/problem+json; charset=utf-8').send(body);
+  return reply.code(body.status).headers(headers).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
 interface ValidationItem {
