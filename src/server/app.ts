@@ -51,14 +51,15 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
     // streams (long answers) are not cut; a client that never finishes its headers or
     // body is answered 408 and disconnected.
     requestTimeout: options.requestTimeoutMs,
+    // Given to the server's constructor too, which checks headersTimeout against it.
     http: {
       requestTimeout: options.requestTimeoutMs,
       headersTimeout: options.requestTimeoutMs,
-      connectionsCheckingInterval: Math.min(REQUEST_TIMEOUT_CHECK_MS, options.requestTimeoutMs),
+      connectionsCheckingInterval: REQUEST_TIMEOUT_CHECK_MS,
       // Answered below with a problem document instead of Node's empty 400.
       requireHostHeader: false,
     },
-    // One line per request is logged below, with its answer, instead of fastify's two.
+    // One line per request is logged with its answer (request-log.ts), instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // While draining, requests still get answers: submissions a 503 problem document.
     return503OnClosing: false,
