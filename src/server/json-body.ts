@@ -183,7 +183,13 @@ function nextNonSpace(text: string, from: number): number {
   return text.charCodeAt(i);
 }
 
-/** Why a JSON number literal would not be stored as written, or null when it would. */
+/**
+ * Why a JSON number literal would not be stored as written, or null when it would. Past
+ * 2^53 a double holds only some integers; a literal is kept if it is the double's exact
+ * value or the shortest decimal that reads back as it (what JSON.stringify writes, so a
+ * value a client computed as a double always passes), and refused otherwise, as
+ * 9007199254740993 is (the double is …992).
+ */
 function numberProblem(literal: string): string | null {
   const value = Number(literal);
   const shown =
@@ -193,8 +199,22 @@ function numberProblem(literal: string): string | null {
     const mantissa = literal.split(/[eE]/)[0] ?? '';
     return /[1-9]/.test(mantissa) ? `the number ${shown} is too small to store (it would become 0)` : null;
   }
-  if (!Number.isSafeInteger(value) && /^-?\d+$/.test(literal) && BigInt(literal) !== BigInt(value)) {
-    return `the integer ${shown} cannot be stored exactly (it would become ${BigInt(value)}); send it as a string`;
+  if (Math.abs(value) < 2 ** 53) return null;
+  const written = decimal(literal);
+  const shortest = decimal(Math.abs(value).toExponential());
+  if (written.digits === shortest.digits && written.exponent === shortest.exponent) return null;
+  // A finite value holds at most 309 integer digits, so this BigInt stays small.
+  if (written.exponent >= 0 && BigInt(written.digits) * 10n ** BigInt(written.exponent) === BigInt(Math.abs(value))) {
+    return null;
   }
-  return null;
+  return `the number ${shown} cannot be stored exactly (it would become ${value}); send it as a string`;
+}
+
+/** A nonzero decimal literal, sign dropped, as digits × 10^exponent with no trailing zeros in the digits. */
+function decimal(literal: string): { digits: string; exponent: number } {
+  const [mantissa = '', power = '0'] = literal.replace(/^-/, '').split(/[eE]/);
+  const [whole = '', fraction = ''] = mantissa.split('.');
+  const all = `${whole}${fraction}`.replace(/^0+/, '');
+  const digits = all.replace(/0+$/, '');
+  return { digits, exponent: Number(power) - fraction.length + (all.length - digits.length) };
 }

@@ -61,11 +61,23 @@ describe('parseJsonBody', () => {
       {
         path: 'n',
         message:
-          'the integer 18014398509481985 cannot be stored exactly (it would become 18014398509481984); send it as a string',
+          'the number 18014398509481985 cannot be stored exactly (it would become 18014398509481984); send it as a string',
       },
     ]);
     const long = `1${'0'.repeat(400)}`;
     assert.match(refusal(`{"n":${long}}`)[0]?.message ?? '', /^the number 10{23}…0{8} \(401 characters\) is too large/);
+  });
+
+  it('refuses a large number in any notation unless it is exact or the shortest that reads back the same', () => {
+    for (const literal of [
+      '9.007199254740993e15',
+      '9007199254740993.0',
+      '1152921504606846977',
+      '1152921504606846980',
+      '99999999999999991611393',
+    ]) {
+      assert.match(refusal(`{"n":${literal}}`)[0]?.message ?? '', /cannot be stored exactly/, literal);
+    }
   });
 
   it('refuses __proto__ and constructor.prototype keys wherever they are', () => {
