@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { type IncomingMessage, STATUS_CODES, type ServerResponse } from 'node:http';
+import { type IncomingMessage, maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -65,7 +65,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswerer(options.requestTimeoutMs),
     // Bad URL encoding and the like are answered here, before any route runs.
     frameworkErrors: (error, request, reply) => {
       const { body, headers } = problemFromError(error, request);
@@ -173,36 +173,41 @@ function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
-/** Node's errors for requests it cannot read, and how each is answered. */
-const CLIENT_ERRORS: Record<string, () => Problem> = {
-  HPE_HEADER_OVERFLOW: () => problem('headers_too_large', 'the request headers are too large'),
-  ERR_HTTP_REQUEST_TIMEOUT: () =>
-    problem('request_timeout', 'the request did not arrive in time (KILN_REQUEST_TIMEOUT_MS)'),
-};
+/** Malformed HTTP that never reaches a route, or that does not arrive in time, still gets a problem document. */
+function clientErrorAnswerer(requestTimeoutMs: number) {
+  return (error: Error & { code?: string }, socket: Socket): void => {
+    // A socket already writing an answer cannot be given another one in the middle of it.
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!socket.writable || answering?.headersSent === true) {
+      socket.destroy(error);
+      return;
+    }
+    const body = clientProblem(error.code ?? 'malformed', requestTimeoutMs);
+    const text = JSON.stringify(body);
+    socket.end(
+      `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+    );
+  };
+}
 
-/** Malformed HTTP that never reaches a route still gets a problem document. */
-function answerClientError(error: Error & { code?: string }, socket: Socket): void {
-  // A socket already writing an answer cannot be given another one in the middle of it.
-  const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (!socket.writable || answering?.headersSent === true) {
-    socket.destroy(error);
-    return;
+/** Node's error codes for requests it cannot read, and how each is answered. */
+function clientProblem(code: string, requestTimeoutMs: number): Problem {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return problem('headers_too_large', `the request headers are larger than ${maxHeaderSize} bytes`);
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return problem('request_timeout', `the request did not arrive in full within ${requestTimeoutMs} ms`);
+    default:
+      return problem('validation_error', `the request is not valid HTTP (${code})`);
   }
-  const code = error.code ?? 'malformed';
-  const body = CLIENT_ERRORS[code]?.() ?? problem('validation_error', `the request is not valid HTTP (${code})`);
-  const text = JSON.stringify(body);
-  socket.end(
-    `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
-  );
 }
 
 /** An Expect other than 100-continue, which Node would answer with an empty 417. */
 function answerExpectation(request: IncomingMessage, response: ServerResponse): void {
-  const expectation = JSON.stringify(request.headers.expect ?? '');
   const text = JSON.stringify(
     problem(
       'expectation_failed',
-      `the server cannot meet Expect: ${expectation.slice(1, -1)}; only 100-continue is supported`,
+      `the server cannot meet Expect: ${request.headers.expect ?? ''}; only 100-continue is supported`,
     ),
   );
   response.writeHead(417, {

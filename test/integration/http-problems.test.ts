@@ -33,5 +33,6 @@ describe('answers that are problem documents', () => {
       `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
     );
     assertProblem(answer, 431, 'headers_too_large', answer.headers['content-type'] ?? '');
+    assert.match(answer.body.detail, /larger than \d+ bytes/);
   });
 });

@@ -31,6 +31,7 @@ describe('the time to receive a request is bounded (KILN_REQUEST_TIMEOUT_MS)', (
     it(`answers ${name} with 408 request_timeout and closes the connection`, async () => {
       const answer = await exchange(server.url, bytes);
       assertProblem(answer, 408, 'request_timeout', answer.headers['content-type'] ?? '');
+      assert.equal(answer.body.detail, `the request did not arrive in full within ${REQUEST_TIMEOUT_MS} ms`);
     });
   }
 
