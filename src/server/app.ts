@@ -184,9 +184,13 @@ function clientErrorAnswerer(requestTimeoutMs: number) {
     }
     const body = clientProblem(error.code ?? 'malformed', requestTimeoutMs);
     const text = JSON.stringify(body);
-    socket.end(
-      `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
-    );
+    const answer = `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
+    // A request that timed out is still being read: the socket is closed once the answer
+    // is out, or a client that never closes its side would hold it. After a parse error
+    // Node closes the socket itself, and closing it sooner could reset the connection
+    // before the client has read the answer.
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') socket.end(answer, () => socket.destroy());
+    else socket.end(answer);
   };
 }
 

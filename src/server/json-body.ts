@@ -80,7 +80,7 @@ function joinPath(parent: string, key: string | number): string {
   return parent === '' ? String(key) : `${parent}.${key}`;
 }
 
-/** The `__proto__` and `constructor.prototype` keys of a parsed value, in document order. */
+/** The `__proto__` and `constructor.prototype` keys of a parsed value, outer ones first. */
 function forbiddenKeys(value: unknown): FieldIssue[] {
   const issues: FieldIssue[] = [];
   const stack: Array<[unknown, string]> = [[value, '']];

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { getEventListeners } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { get as httpGet } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { followJobEvents } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
-import { assertProblem, exchange, until } from '../support/raw-http.js';
+import { assertProblem, exchange, until, withDeadline } from '../support/raw-http.js';
 
 const REQUEST_TIMEOUT_MS = 1000;
 
@@ -34,6 +35,34 @@ describe('the time to receive a request is bounded (KILN_REQUEST_TIMEOUT_MS)', (
       assert.equal(answer.body.detail, `the request did not arrive in full within ${REQUEST_TIMEOUT_MS} ms`);
     });
   }
+
+  it('closes the connection after such an answer even when the client never closes its side', async () => {
+    for (const [bytes, status] of [
+      [UNFINISHED_CHUNKED, 408],
+      [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+      ['GET /health HTTP/1.1\r\nHost: x\r\n\0\r\n\r\n', 400],
+    ] as const) {
+      // Listened for as soon as the server has the socket, which may close before the answer is read.
+      // Listened for as soon as the server has the socket, which may close before the answer is read.
+      // Not events.once: the server reports the timeout as an error on the socket before it closes.
+      const serverClosed = new Promise<void>((resolve) =>
+        server.kiln.app.server.once('connection', (socket: Socket) => socket.once('close', () => resolve())),
+      );
+      const { hostname, port } = new URL(server.url);
+      const client = connect({ host: hostname, port: Number(port), allowHalfOpen: true });
+      let answer = '';
+      client.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+      const answered = once(client, 'end');
+      client.write(bytes);
+      try {
+        await withDeadline(answered, `the answer ${status}`);
+        await withDeadline(serverClosed, `the server to close the connection it answered ${status}`);
+      } finally {
+        client.destroy();
+      }
+      assert.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `));
+    }
+  });
 
   it('does not cut a long poll or an event stream, which are long answers, not slow requests', async () => {
     const created = await server.request('POST', '/v1/jobs', { type: 'noop', delayMs: 3_600_000 });

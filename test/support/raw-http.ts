@@ -84,3 +84,16 @@ export async function until(condition: () => boolean, what: string): Promise<voi
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
+
+/** Settles as `promise` does; rejects if it has not within DEADLINE_MS. */
+export async function withDeadline<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waited ${DEADLINE_MS} ms for ${what}`)), DEADLINE_MS);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
