@@ -135,6 +135,7 @@ function envSchema() {
     KILN_TASKS_DIR: optionalPath,
     KILN_API_TOKENS: tokens,
     KILN_MAX_BODY_BYTES: integer('KILN_MAX_BODY_BYTES', 1024, 1024 * 1024 * 1024, 1_048_576),
+    KILN_REQUEST_TIMEOUT_MS: integer('KILN_REQUEST_TIMEOUT_MS', 1000, 3_600_000, 30_000),
     KILN_SHUTDOWN_GRACE_MS: integer('KILN_SHUTDOWN_GRACE_MS', 0, DAY_MS, 30_000),
     KILN_LEASE_MS: integer('KILN_LEASE_MS', 1000, DAY_MS, 30_000),
     KILN_NODE_LEASE_MS: integer('KILN_NODE_LEASE_MS', 1000, DAY_MS, 6_000),
@@ -169,6 +170,8 @@ export interface Config {
   tasksDir: string | null;
   apiTokens: string[];
   maxBodyBytes: number;
+  /** How long a request may take to arrive, headers and body (408 after); answers may take longer. */
+  requestTimeoutMs: number;
   shutdownGraceMs: number;
   leaseMs: number;
   /**
@@ -223,6 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tasksDir: e.KILN_TASKS_DIR,
     apiTokens: e.KILN_API_TOKENS,
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,
+    requestTimeoutMs: e.KILN_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: e.KILN_SHUTDOWN_GRACE_MS,
     leaseMs: e.KILN_LEASE_MS,
     nodeLeaseMs: e.KILN_NODE_LEASE_MS,

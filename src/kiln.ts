@@ -117,6 +117,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     registry,
     apiTokens: config.apiTokens,
     maxBodyBytes: config.maxBodyBytes,
+    requestTimeoutMs: config.requestTimeoutMs,
     storeHealthy: async () => {
       if (!store.available) return false;
       await store.counts();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
@@ -173,6 +174,9 @@ export class Scheduler {
   readonly #sweepFault: FaultLog;
 
   constructor(options: SchedulerOptions) {
+    // Every open long poll and event stream listens for the drain, and removes its
+    // listener when it ends: many at once is load, not a leak.
+    setMaxListeners(Number.POSITIVE_INFINITY, this.#drain.signal);
     this.#options = options;
     this.#store = options.store;
     this.#startedAt = options.store.now();

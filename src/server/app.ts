@@ -1,20 +1,23 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { type IncomingMessage, maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  LogController,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
-import { validationError } from '../scheduler/errors.js';
+import { parseJsonBody } from './json-body.js';
 import { swaggerOptions, swaggerUiOptions } from './openapi.js';
-import { problem, problemFromError, sendProblem } from './problems.js';
+import {
+  PROBLEM_CONTENT_TYPE,
+  type Problem,
+  ProblemError,
+  problem,
+  problemFromError,
+  sendProblem,
+} from './problems.js';
+import { observeAnswer } from './request-log.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
@@ -22,14 +25,16 @@ import { registerStatsRoutes } from './routes/stats.js';
 import { registerSystemRoutes } from './routes/system.js';
 import { registerUiRoutes } from './routes/ui.js';
 
-/** Bodies nest at most this deep; deeper ones would exhaust the stack of code that walks them. */
-const MAX_JSON_DEPTH = 64;
+/** How often the server looks for requests that have taken longer than the bound to arrive. */
+const REQUEST_TIMEOUT_CHECK_MS = 1000;
 
 export interface AppOptions {
   scheduler: Scheduler;
   registry: TaskRegistry;
   apiTokens: string[];
   maxBodyBytes: number;
+  /** How long a request may take to arrive, headers and body; answers may take longer. */
+  requestTimeoutMs: number;
   /** Answers whether the store responds (for /ready). */
   storeHealthy: () => Promise<boolean>;
   logger?: FastifyBaseLogger;
@@ -42,13 +47,25 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   const app = Fastify({
     ...(options.logger === undefined ? { logger: false } : { loggerInstance: options.logger }),
     bodyLimit: options.maxBodyBytes,
-    // One line per request is logged below, with its answer, instead of fastify's two.
+    // Node counts this until the whole request has arrived, so long polls and event
+    // streams (long answers) are not cut; a client that never finishes its headers or
+    // body is answered 408 and disconnected.
+    requestTimeout: options.requestTimeoutMs,
+    // Given to the server's constructor too, which checks headersTimeout against it.
+    http: {
+      requestTimeout: options.requestTimeoutMs,
+      headersTimeout: options.requestTimeoutMs,
+      connectionsCheckingInterval: REQUEST_TIMEOUT_CHECK_MS,
+      // Answered below with a problem document instead of Node's empty 400.
+      requireHostHeader: false,
+    },
+    // One line per request is logged with its answer (request-log.ts), instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // While draining, requests still get answers: submissions a 503 problem document.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswerer(options.requestTimeoutMs),
     // Bad URL encoding and the like are answered here, before any route runs.
     frameworkErrors: (error, request, reply) => {
       const { body, headers } = problemFromError(error, request);
@@ -61,19 +78,28 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // An action with an empty JSON body (POST /cancel with a Content-Type) is fine.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
+      done(
+        new ProblemError(
+          'unsupported_media_type',
+          `Content-Encoding ${encoding} is not accepted; send the body uncompressed`,
+        ),
+        undefined,
+      );
+      return;
+    }
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, (error, value) => {
-      if (error !== null) done(error, undefined);
-      else if (nestingDepth(value) > MAX_JSON_DEPTH) {
-        done(validationError([{ path: 'body', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }]), undefined);
-      } else done(null, value);
-    });
+    try {
+      done(null, parseJsonBody(text));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
   });
 
   // Bodies are JSON only: anything else is a 415.
@@ -81,8 +107,16 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   app.addHook('onRequest', (request, reply, done) => {
     observeAnswer(request, reply, options.scheduler);
+    const { httpVersionMajor, httpVersionMinor } = request.raw;
+    if (request.headers.host === undefined && (httpVersionMajor > 1 || httpVersionMinor >= 1)) {
+      sendProblem(reply, problem('validation_error', 'the request has no Host header, which HTTP/1.1 requires'), {
+        connection: 'close',
+      });
+      return;
+    }
     done();
   });
+  app.server.on('checkExpectation', answerExpectation);
 
   app.setErrorHandler((error, request, reply) => {
     const { body, headers } = problemFromError(error, request);
@@ -135,69 +169,55 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   return app;
 }
 
-/** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
-const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
-
-/**
- * When the answer has gone out (or the client went away): the request's line in the log
- * and its HTTP metrics, by route pattern. Hooked on the socket's close rather than on
- * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
- */
-function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
-  const started = process.hrtime.bigint();
-  reply.raw.once('close', () => {
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const route = request.routeOptions.url ?? 'unmatched';
-    const status = reply.raw.statusCode;
-    scheduler.metrics.httpRequest(request.method, route, status, seconds);
-    const level = PROBE_ROUTES.has(route) && status < 400 ? 'debug' : 'info';
-    // The line is built only for a logger that writes it (LOG_LEVEL=warn, as under load, does not).
-    if (!writes(request.log, level)) return;
-    const ms = Math.round(seconds * 10_000) / 10;
-    request.log[level](
-      { http: { method: request.method, url: request.url, status, ms } },
-      `${request.method} ${request.url} ${status} ${ms} ms`,
-    );
-  });
-}
-
-/** Whether the logger writes lines of `level` (pino says so; a logger that cannot tell is asked to write). */
-function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
-  const withCheck = log as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
-  return withCheck.isLevelEnabled?.(level) ?? true;
-}
-
-/** How deep arrays and objects nest in a parsed body, counted without recursion. */
-function nestingDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop() as [unknown, number];
-    if (typeof current !== 'object' || current === null) continue;
-    if (depth > deepest) deepest = depth;
-    if (deepest > MAX_JSON_DEPTH) return deepest;
-    for (const child of Object.values(current)) stack.push([child, depth + 1]);
-  }
-  return deepest;
-}
-
 function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
-/** Malformed HTTP that never reaches a route still gets a problem document. */
-function answerClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) {
-    socket.destroy(error);
-    return;
+/** Malformed HTTP that never reaches a route, or that does not arrive in time, still gets a problem document. */
+function clientErrorAnswerer(requestTimeoutMs: number) {
+  return (error: Error & { code?: string }, socket: Socket): void => {
+    // A socket already writing an answer cannot be given another one in the middle of it.
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (!socket.writable || answering?.headersSent === true) {
+      socket.destroy(error);
+      return;
+    }
+    const body = clientProblem(error.code ?? 'malformed', requestTimeoutMs);
+    const text = JSON.stringify(body);
+    const answer = `HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
+    // A request that timed out is still being read: the socket is closed once the answer
+    // is out, or a client that never closes its side would hold it. After a parse error
+    // Node closes the socket itself, and closing it sooner could reset the connection
+    // before the client has read the answer.
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') socket.end(answer, () => socket.destroy());
+    else socket.end(answer);
+  };
+}
+
+/** Node's error codes for requests it cannot read, and how each is answered. */
+function clientProblem(code: string, requestTimeoutMs: number): Problem {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return problem('headers_too_large', `the request headers are larger than ${maxHeaderSize} bytes`);
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return problem('request_timeout', `the request did not arrive in full within ${requestTimeoutMs} ms`);
+    default:
+      return problem('validation_error', `the request is not valid HTTP (${code})`);
   }
-  const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-  const body = JSON.stringify(
-    tooLarge
-      ? problem('validation_error', 'the request headers are too large')
-      : problem('validation_error', `the request is not valid HTTP (${error.code ?? 'malformed'})`),
+}
+
+/** An Expect other than 100-continue, which Node would answer with an empty 417. */
+function answerExpectation(request: IncomingMessage, response: ServerResponse): void {
+  const text = JSON.stringify(
+    problem(
+      'expectation_failed',
+      `the server cannot meet Expect: ${request.headers.expect ?? ''}; only 100-continue is supported`,
+    ),
   );
-  socket.end(
-    `HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  response.writeHead(417, {
+    'content-type': PROBLEM_CONTENT_TYPE,
+    'content-length': Buffer.byteLength(text),
+    connection: 'close',
+  });
+  response.end(text);
 }

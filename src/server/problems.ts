@@ -15,11 +15,14 @@ export const PROBLEM_CODES = {
   callbacks_disabled: 400,
   unauthorized: 401,
   not_found: 404,
+  request_timeout: 408,
   idempotency_conflict: 409,
   invalid_state: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  expectation_failed: 417,
   queue_full: 429,
+  headers_too_large: 431,
   shutting_down: 503,
   store_unavailable: 503,
   internal_error: 500,
@@ -35,6 +38,17 @@ export interface Problem {
   errors?: FieldIssue[];
 }
 
+/** A refusal of the HTTP layer's own (the request, not the job, is at fault). */
+export class ProblemError extends Error {
+  readonly code: ProblemCode;
+
+  constructor(code: ProblemCode, message: string) {
+    super(message);
+    this.name = 'ProblemError';
+    this.code = code;
+  }
+}
+
 export function problem(code: ProblemCode, detail: string, errors?: FieldIssue[]): Problem {
   const status = PROBLEM_CODES[code];
   const body: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code, detail };
@@ -42,8 +56,10 @@ export function problem(code: ProblemCode, detail: string, errors?: FieldIssue[]
   return body;
 }
 
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
 export function sendProblem(reply: FastifyReply, body: Problem, headers: Record<string, string> = {}): FastifyReply {
-  return reply.code(body.status).headers(headers).type('application/problem+json; charset=utf-8').send(body);
+  return reply.code(body.status).headers(headers).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
 interface ValidationItem {
@@ -93,6 +109,7 @@ export function problemFromError(
     if (error.retryAfterSeconds !== null) headers['retry-after'] = String(error.retryAfterSeconds);
     return { body: problem(error.code, error.message, error.issues), headers };
   }
+  if (error instanceof ProblemError) return { body: problem(error.code, error.message), headers: {} };
   const fastifyError = error as FastifyError;
   if (Array.isArray(fastifyError.validation)) {
     const issues = issuesFromValidation(fastifyError);

@@ -1,0 +1,84 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import type { Scheduler } from '../scheduler/scheduler.js';
+
+/** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
+const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
+
+/** What a query parameter's value is logged as when the route does not declare it. */
+const REDACTED = '***';
+
+/**
+ * When the answer has gone out (or the client went away): the request's line in the log
+ * and its HTTP metrics, by route pattern. Hooked on the socket's close rather than on
+ * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
+ */
+export function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
+  const started = process.hrtime.bigint();
+  reply.raw.once('close', () => {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const route = request.routeOptions.url ?? 'unmatched';
+    const status = reply.raw.statusCode;
+    scheduler.metrics.httpRequest(request.method, route, status, seconds);
+    const level = PROBE_ROUTES.has(route) && status < 400 ? 'debug' : 'info';
+    // The line is built only for a logger that writes it (LOG_LEVEL=warn, as under load, does not).
+    if (!writes(request.log, level)) return;
+    const ms = Math.round(seconds * 10_000) / 10;
+    const url = loggedUrl(request);
+    request.log[level](
+      { http: { method: request.method, url, status, ms } },
+      `${request.method} ${url} ${status} ${ms} ms`,
+    );
+  });
+}
+
+/** Whether the logger writes lines of `level` (pino says so; a logger that cannot tell is asked to write). */
+function writes(log: FastifyBaseLogger, level: 'debug' | 'info'): boolean {
+  const withCheck = log as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
+  return withCheck.isLevelEnabled?.(level) ?? true;
+}
+
+const declaredByRoute = new WeakMap<object, ReadonlySet<string>>();
+
+/**
+ * The query parameters the matched route declares (its zod querystring schema's keys).
+ * A client may put anything else in a query string, a token among them, so only these
+ * are logged with their values.
+ */
+function declaredParameters(request: FastifyRequest): ReadonlySet<string> {
+  const schema = request.routeOptions.schema?.querystring as { shape?: Record<string, unknown> } | undefined;
+  if (schema === undefined || schema === null || typeof schema !== 'object') return new Set();
+  let declared = declaredByRoute.get(schema);
+  if (declared === undefined) {
+    declared = new Set(Object.keys(schema.shape ?? {}));
+    declaredByRoute.set(schema, declared);
+  }
+  return declared;
+}
+
+/** The request's URL with the value of every query parameter its route does not declare replaced. */
+function loggedUrl(request: FastifyRequest): string {
+  const url = request.url;
+  const question = url.indexOf('?');
+  if (question === -1) return url;
+  const declared = declaredParameters(request);
+  const query = url
+    .slice(question + 1)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = equals === -1 ? pair : pair.slice(0, equals);
+      if (declared.has(decoded(name))) return pair;
+      // A bare word may be a credential on its own.
+      return equals === -1 ? (pair === '' ? pair : REDACTED) : `${name}=${REDACTED}`;
+    })
+    .join('&');
+  return `${url.slice(0, question)}?${query}`;
+}
+
+function decoded(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
+}
