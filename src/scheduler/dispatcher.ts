@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { FaultLog, type FaultLogger } from '../fault-log.js';
-import type { ClaimedJob, FinishItem, JobStore } from '../store/store.js';
+import type { JobError } from '../jobs/model.js';
+import type { AttemptOutcome, ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
 import { settleWithin } from './clock.js';
@@ -505,10 +506,22 @@ export class Dispatcher {
       .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
       .then(
         () => this.pump(),
-        (error: unknown) => this.#options.onError('giving back claims failed', error),
+        // The store cannot take them back now: they go the way of outcomes, kept (their
+        // leases with them) and written again until it can, as attempts given back.
+        () => this.#write(back.map((job) => this.#givenBack(job))),
       );
     this.#settling.add(released);
     void released.finally(() => this.#settling.delete(released));
+  }
+
+  #givenBack(job: ClaimedJob): FinishItem {
+    const error: JobError = {
+      code: 'interrupted',
+      message: 'claimed, then given back before it started',
+      attempt: job.attempts,
+    };
+    const outcome: AttemptOutcome = { kind: 'released', error, retryAt: this.#store.now() };
+    return { id: job.id, attempt: job.attempts, owner: this.owner, outcome };
   }
 
   #abortBatch(batch: Batch, reason: AbortReason): void {
