@@ -2,7 +2,8 @@
  * The load of the kill and outage runs, in the run's own process: `lanes` loops, each
  * sending a single POST /v1/jobs or a POST /v1/jobs/batch of 10 (one in four) of
  * `fault.mark` jobs to the next of `urls`, and keeping the id of every job whose 201 came
- * back (accepted: a server that answered 201 must not lose it). A refused connection or
+ * back (accepted: a server that answered 201 must not lose it), at most `rate` jobs a
+ * second in all, so that the queue stays short and a job's wait is not its backlog's. A refused connection or
  * a 5xx is counted and the lane waits 50 ms; every request is bounded by 5 s. The choice of
  * single or batch and each job's spin come from a seeded generator, so a seed repeats a run.
  */
@@ -26,7 +27,7 @@ export function seededRandom(seed) {
  * answered 201, `answers` counts by status or error code, `stop()` ends every lane and
  * resolves when they have ended (at most one request's bound later). `maxMs` bounds it.
  */
-export function startMixedLoad({ urls, seed = 1, lanes = 4, maxSpinMs = 20, maxMs = 600_000 }) {
+export function startMixedLoad({ urls, seed = 1, lanes = 4, rate = 100, maxSpinMs = 20, maxMs = 600_000 }) {
   const random = seededRandom(seed);
   const accepted = [];
   const answers = {};
@@ -37,10 +38,18 @@ export function startMixedLoad({ urls, seed = 1, lanes = 4, maxSpinMs = 20, maxM
   const until = Date.now() + maxMs;
   let next = 0;
   const job = () => ({ type: 'fault.mark', payload: { ms: Math.floor(random() * maxSpinMs) } });
+  const started = Date.now();
+  let sent = 0;
   const lane = async () => {
     while (!stopped && Date.now() < until) {
+      const ahead = (sent / rate) * 1000 - (Date.now() - started);
+      if (ahead > 0) {
+        await sleep(Math.min(ahead, 100));
+        continue;
+      }
       const url = urls[next++ % urls.length];
       const batch = random() < 0.25;
+      sent += batch ? 10 : 1;
       try {
         const response = await fetch(batch ? `${url}/v1/jobs/batch` : `${url}/v1/jobs`, {
           method: 'POST',
