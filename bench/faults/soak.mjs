@@ -8,7 +8,8 @@
  * Every `--sample-s` seconds it records the server's RSS split into anonymous and
  * file-backed pages (/proc/<pid>/smaps_rollup), its threads, process.memoryUsage() of
  * its main thread (heap used and total, external, array buffers; written by
- * lib/memory-probe.mjs, preloaded with --import), the SQLite file and its WAL, and the
+ * lib/memory-probe.mjs, preloaded with --import), the heaps of its worker threads (the
+ * pool's and the SQLite store's), the SQLite file and its WAL, and the
  * jobs in the store. At the end it prints the samples once a minute and the slope of each
  * figure per minute over the second half (least squares), and one JSON line; the result
  * goes to bench/results/faults/soak.json (soak.tiny.json at the tiny size).
@@ -21,7 +22,7 @@
  *   node bench/faults/soak.mjs [--size tiny|full] [--minutes M] [--fraction F | --rate R]
  *     [--spin-ms N] [--sample-s S] [--heap-snapshots] [--env K=V,…]
  */
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { getQueue, requestJson, waitUntilIdle } from '../lib/kiln-client.mjs';
@@ -148,24 +149,41 @@ await finish('soak', async () => {
       await sleep(Math.max(0, sampleMs - (Date.now() - at)));
     }
     const loadResult = await load;
-    // The probe's lines, matched to the samples by time.
+    // The probe's lines, matched to the samples by time: the main thread's nearest line,
+    // and the sum of every worker thread's last line before the sample.
     const probe = readFileSync(memoryLog, 'utf8')
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line));
+    const main = probe.filter((p) => p.thread === 0);
+    const workers = probe.filter((p) => p.thread !== 0);
     for (const sample of samples) {
       const at = started + sample.minute * 60_000;
-      const near = probe.reduce((best, p) => (Math.abs(p.at - at) < Math.abs(best.at - at) ? p : best), probe[0]);
+      const near = main.reduce((best, p) => (Math.abs(p.at - at) < Math.abs(best.at - at) ? p : best), main[0]);
+      const lastOfThread = new Map();
+      for (const line of workers) if (line.at <= at) lastOfThread.set(line.thread, line);
       Object.assign(sample, {
         heapUsed: near.heapUsed,
         heapTotal: near.heapTotal,
         external: near.external,
         arrayBuffers: near.arrayBuffers,
+        workerHeaps: [...lastOfThread.values()].reduce((sum, line) => sum + line.heapTotal, 0),
+        workerThreads: lastOfThread.size,
       });
     }
     const steady = samples.filter((s) => s.minute <= minutes);
     const secondHalf = steady.filter((s) => s.minute >= minutes / 2);
-    const FIGURES = ['rss', 'anon', 'fileBacked', 'heapUsed', 'heapTotal', 'external', 'arrayBuffers', 'dbBytes'];
+    const FIGURES = [
+      'rss',
+      'anon',
+      'fileBacked',
+      'heapUsed',
+      'heapTotal',
+      'external',
+      'arrayBuffers',
+      'workerHeaps',
+      'dbBytes',
+    ];
     const slopes = Object.fromEntries(
       FIGURES.map((name) => [name, linearSlope(secondHalf.map((s) => [s.minute, s[name] / MiB]))]),
     );
@@ -174,7 +192,20 @@ await finish('soak', async () => {
     const mib = (v) => (v / MiB).toFixed(1);
     printTable(
       'Soak samples (MiB)',
-      ['min', 'RSS', 'anon', 'file', 'heap used', 'heap total', 'external', 'arrayBuf', 'threads', 'SQLite', 'jobs'],
+      [
+        'min',
+        'RSS',
+        'anon',
+        'file',
+        'heap used',
+        'heap total',
+        'external',
+        'arrayBuf',
+        'worker heaps',
+        'threads',
+        'SQLite',
+        'jobs',
+      ],
       rows.map((s) => [
         s.minute.toFixed(1),
         mib(s.rss),
@@ -184,6 +215,7 @@ await finish('soak', async () => {
         mib(s.heapTotal),
         mib(s.external),
         mib(s.arrayBuffers),
+        `${mib(s.workerHeaps)} (${s.workerThreads})`,
         String(s.threads),
         mib(s.dbBytes),
         s.jobs.toLocaleString('en-US'),
@@ -197,6 +229,7 @@ await finish('soak', async () => {
       `load: ${loadResult.accepted} jobs accepted of ${loadResult.submitted} sent (${loadResult.skipped} skipped), ${loadResult.longPolls} long polls (${loadResult.longPollsTerminal} saw the end), ${loadResult.streams} event streams (${loadResult.streamsEnded} ended), ${errors} errors ${JSON.stringify(loadResult.errors)}`,
     );
     const last = await getQueue(server.url);
+    rmSync(memoryLog, { force: true });
     return {
       size: values.size,
       parameters: { minutes, rate, capacity, fraction, spinMs, sampleMs, env: extraEnv, retention: 'default' },
