@@ -117,7 +117,7 @@ await finish('disk-full', async () => {
         accepted.push(w.answer.id);
       } else await sleep(50);
     }
-    const idle = await waitIdle(server.url, tiny ? 15_000 : 60_000);
+    const idle = await waitIdle(server.url, tiny ? 5000 : 60_000);
     const alive = (await call(server.url, '/health')).status === 200;
     if (!alive) throw new Error(`the server died; its log ends:\n${server.logTail()}`);
     const audit = await auditJobs(server.url, accepted, marks);

@@ -38,7 +38,7 @@ const { values } = parseArgs({
   strict: true,
 });
 const tiny = values.size === 'tiny';
-const kills = Number(values.kills ?? (tiny ? 2 : 10));
+const kills = Number(values.kills ?? (tiny ? 1 : 10));
 const seed = Number(values.seed);
 const leaseMs = tiny ? 2000 : 5000;
 const SCHEMA_PREFIX = 'kiln_fault';
