@@ -128,6 +128,7 @@ function envSchema() {
     KILN_THREAD_MAX_MEMORY_MB: integer('KILN_THREAD_MAX_MEMORY_MB', 16, 65_536, 512),
     KILN_THREAD_NICE: integer('KILN_THREAD_NICE', 0, 19, 10),
     KILN_SQLITE_SYNC: oneOf('KILN_SQLITE_SYNC', ['full', 'normal'] as const, 'full'),
+    KILN_SQLITE_CACHE_MB: integer('KILN_SQLITE_CACHE_MB', 1, 65_536, 8),
     KILN_PG_POOL_SIZE: integer('KILN_PG_POOL_SIZE', 1, 1000, 10),
     KILN_PG_SCHEMA: pgSchema,
     KILN_TASKS_DIR: optionalPath,
@@ -156,6 +157,8 @@ export interface Config {
   threadMaxMemoryMb: number;
   threadNice: number;
   sqliteSync: 'full' | 'normal';
+  /** Page cache of the SQLite connection, MiB (PRAGMA cache_size). */
+  sqliteCacheMb: number;
   /** Connections of the PostgreSQL store's pool (besides its listener and heartbeat connections). */
   pgPoolSize: number;
   pgSchema: string;
@@ -204,6 +207,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     threadMaxMemoryMb: e.KILN_THREAD_MAX_MEMORY_MB,
     threadNice: e.KILN_THREAD_NICE,
     sqliteSync: e.KILN_SQLITE_SYNC,
+    sqliteCacheMb: e.KILN_SQLITE_CACHE_MB,
     pgPoolSize: e.KILN_PG_POOL_SIZE,
     pgSchema: e.KILN_PG_SCHEMA,
     tasksDir: e.KILN_TASKS_DIR,
