@@ -121,7 +121,7 @@ async function runPhase(phase) {
           status: got?.status ?? (alive ? 'unread' : 'server dead'),
           code: got?.error?.code ?? null,
           message:
-            got?.error?.message?.slice(0, 90) ??
+            oneLine(got?.error?.message) ??
             (got?.status === 'completed' ? JSON.stringify(got.result)?.slice(0, 60) : null),
         });
       }

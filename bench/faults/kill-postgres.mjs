@@ -11,7 +11,9 @@
  * kill-sqlite.mjs); takeover time: for each job whose handler was running on the killed
  * server when it was killed (a start mark of its pid without an end), kill → the start
  * of its next attempt on the other server, p50 and max, and how many were never taken
- * over; node-leave time: kill → the killed node gone from the survivor's /v1/nodes;
+ * over; rescue time: kill → the store no longer holding that attempt as running (the
+ * survivor's rescuer retried it), polled every 100 ms, which leaves out the wait in the
+ * queue that the takeover includes; node-leave time: kill → the killed node gone from the survivor's /v1/nodes;
  * restart time (spawn → /health) p50. Needs PostgreSQL (BENCH_PG_URL, else the local
  * server); the schema is `kiln_fault_<pid>_<hex>`, dropped at the end.
  *
@@ -56,6 +58,40 @@ async function nodeLeaveMs(url, pid, since, boundMs) {
     await sleep(100);
   }
   return null;
+}
+
+/** The jobs whose handler was running on `pid` at `at` (a start mark without an end): [{ job, attempt }]. */
+function runningOn(marksPath, pid, at) {
+  const { starts, ends } = readMarks(marksPath);
+  const running = [];
+  for (const [job, list] of starts) {
+    for (const s of list) {
+      const ended = (ends.get(job) ?? []).some((e) => e.attempt === s.attempt);
+      if (s.pid === pid && s.at <= at && !ended) running.push({ job, attempt: s.attempt });
+    }
+  }
+  return running;
+}
+
+/**
+ * Polls each job every 100 ms until the store no longer has it running its killed
+ * attempt (rescued: retrying, queued, or running a later attempt); answers ms since `at`
+ * for each, null for those still held after the bound.
+ */
+async function rescueMs(url, running, at, boundMs) {
+  return Promise.all(
+    running.map(async ({ job, attempt }) => {
+      while (Date.now() - at < boundMs) {
+        const response = await fetch(`${url}/v1/jobs/${job}`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
+        if (response?.ok) {
+          const read = await response.json();
+          if (read.status !== 'running' || read.attempts > attempt) return Date.now() - at;
+        }
+        await sleep(100);
+      }
+      return null;
+    }),
+  );
 }
 
 /** Takeover of the jobs running on each killed server: kill → next attempt's start, from the marks. */
@@ -108,6 +144,7 @@ await finish('kill-postgres', async () => {
   };
   const killed = [];
   const leaves = [];
+  const rescues = [];
   const restarts = [];
   try {
     // One at a time: the first applies the migrations.
@@ -122,10 +159,16 @@ await finish('kill-postgres', async () => {
       const at = Date.now();
       await killHard(victim.server);
       killed.push({ pid, at });
+      const running = runningOn(marks, pid, at);
       await load.stop();
       collect(load);
       const survivorLoad = startMixedLoad({ urls: [survivor.server.url], seed: seed * 1000 + round + 500 });
-      leaves.push(await nodeLeaveMs(survivor.server.url, pid, at, 3 * leaseMs + 30_000));
+      const [left, rescued] = await Promise.all([
+        nodeLeaveMs(survivor.server.url, pid, at, 3 * leaseMs + 30_000),
+        rescueMs(survivor.server.url, running, at, 3 * leaseMs + 30_000),
+      ]);
+      leaves.push(left);
+      rescues.push(...rescued);
       await survivorLoad.stop();
       collect(survivorLoad);
       await victim.server.stop();
@@ -135,6 +178,7 @@ await finish('kill-postgres', async () => {
     const audit = await auditJobs(slots[0].server.url, accepted, marks);
     const takeover = takeovers(marks, killed);
     const left = leaves.filter((ms) => ms !== null);
+    const rescued = rescues.filter((ms) => ms !== null);
     const fmt = (list) => (list.length === 0 ? 'n/a' : `${median(list).toFixed(0)} / ${Math.max(...list).toFixed(0)}`);
     printTable(
       `SIGKILL of one of two servers on one PostgreSQL schema, ${kills} times (KILN_LEASE_MS=${leaseMs})`,
@@ -144,6 +188,7 @@ await finish('kill-postgres', async () => {
         'unfinished',
         'attempts',
         'no start',
+        'rescue p50/max ms',
         'takeover p50/max ms',
         'never taken',
         'node leaves p50/max ms',
@@ -156,6 +201,7 @@ await finish('kill-postgres', async () => {
           audit.unfinished,
           audit.attempts,
           audit.attemptsWithoutStart,
+          `${fmt(rescued)} (${rescued.length} jobs${rescued.length < rescues.length ? `, ${rescues.length - rescued.length} never` : ''})`,
           `${fmt(takeover.times)} (${takeover.times.length} jobs)`,
           takeover.never,
           `${fmt(left)}${left.length < leaves.length ? ` (${leaves.length - left.length} never)` : ''}`,
@@ -169,6 +215,10 @@ await finish('kill-postgres', async () => {
       parameters: { kills, seed, leaseMs, threadsPerServer: 2, servers: 2 },
       ...audit,
       idleAtEnd: idle,
+      rescueMsP50: median(rescued),
+      rescueMsMax: rescued.length === 0 ? null : Math.max(...rescued),
+      rescueJobs: rescues.length,
+      notRescued: rescues.length - rescued.length,
       takeoverMsP50: median(takeover.times),
       takeoverMsMax: takeover.times.length === 0 ? null : Math.max(...takeover.times),
       takeoverJobs: takeover.times.length,
