@@ -141,6 +141,7 @@ await finish('soak', async () => {
         ...procMemory(server.pid),
         dbBytes: fileBytes(join(server.dir, 'kiln.db')) + fileBytes(join(server.dir, 'kiln.db-wal')),
         jobs: Object.values(queue.byStatus).reduce((a, b) => a + b, 0),
+        pending: queue.pending,
       });
       if (snapshots.length > 0 && at - started >= snapshots[0] * durationMs) {
         snapshots.shift();
@@ -205,6 +206,7 @@ await finish('soak', async () => {
         'threads',
         'SQLite',
         'jobs',
+        'pending',
       ],
       rows.map((s) => [
         s.minute.toFixed(1),
@@ -219,6 +221,7 @@ await finish('soak', async () => {
         String(s.threads),
         mib(s.dbBytes),
         s.jobs.toLocaleString('en-US'),
+        s.pending.toLocaleString('en-US'),
       ]),
     );
     printTable(`Slope over the second half (${secondHalf.length} samples), MiB/min`, FIGURES, [
