@@ -59,6 +59,14 @@ await finish('disk-full', async () => {
     rmSync(mount, { recursive: true, force: true });
     throw new Error(`mount -t tmpfs failed: ${mounted.stderr.trim()}`);
   }
+  const unmount = () => {
+    // Lazy: on an interrupted run the server may not have exited yet.
+    spawnSync('umount', ['-l', mount]);
+    rmSync(mount, { recursive: true, force: true });
+    rmSync(marks, { force: true });
+  };
+  // Also when the run is interrupted (SIGINT and SIGTERM end it through process.exit).
+  process.once('exit', unmount);
   let server = null;
   try {
     // The log stays off the full disk: only the SQLite file lives on the tmpfs.
@@ -162,8 +170,6 @@ await finish('disk-full', async () => {
     };
   } finally {
     await server?.stop();
-    spawnSync('umount', [mount]);
-    rmSync(mount, { recursive: true, force: true });
-    rmSync(marks, { force: true });
+    unmount();
   }
 });

@@ -67,6 +67,7 @@ export async function createPrivatePostgres() {
     throw new Error(`initdb failed: ${init.output.slice(-2000)}`);
   }
   const orphans = [];
+  let removed = false;
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c autovacuum_naptime=1s`;
   const cluster = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
@@ -94,11 +95,16 @@ export async function createPrivatePostgres() {
       return orphans.filter(isPostgresProcess).length;
     },
     remove() {
+      if (removed) return;
+      removed = true;
+      process.off('exit', cluster.remove);
       asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
       for (const pid of orphans.filter(isPostgresProcess)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  // Also when the run is interrupted (SIGINT and SIGTERM end it through process.exit).
+  process.on('exit', cluster.remove);
   const started = cluster.start();
   if (!started.ok) {
     cluster.remove();
