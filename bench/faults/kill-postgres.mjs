@@ -20,13 +20,12 @@
  *   node bench/faults/kill-postgres.mjs [--size tiny|full] [--kills N] [--seed S]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { dropSchema, dropStaleSchemas, freshSchemaName, PG_URL, requirePostgres } from '../lib/postgres.mjs';
 import { freePort } from '../lib/processes.mjs';
 import { printTable } from '../lib/report.mjs';
-import { finish, median } from './lib/fault-report.mjs';
+import { finish, median, runDirectory } from './lib/fault-report.mjs';
 import { auditJobs, readMarks, waitIdle } from './lib/job-audit.mjs';
 import { killHard, startFaultServer } from './lib/kiln-fault-server.mjs';
 import { seededRandom, startMixedLoad } from './lib/mixed-load.mjs';
@@ -117,7 +116,7 @@ await finish('kill-postgres', async () => {
   await requirePostgres();
   await dropStaleSchemas([SCHEMA_PREFIX]);
   const schema = freshSchemaName(SCHEMA_PREFIX);
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-fault-'));
+  const dir = runDirectory();
   const marks = join(dir, 'marks');
   const random = seededRandom(seed);
   const slots = [

@@ -12,13 +12,12 @@
  *
  *   node bench/faults/kill-sqlite.mjs [--size tiny|full] [--kills N] [--seed S]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort } from '../lib/processes.mjs';
 import { printTable } from '../lib/report.mjs';
-import { finish, median } from './lib/fault-report.mjs';
+import { finish, median, runDirectory } from './lib/fault-report.mjs';
 import { auditJobs, waitIdle } from './lib/job-audit.mjs';
 import { killHard, msUntilOk, startFaultServer } from './lib/kiln-fault-server.mjs';
 import { seededRandom, startMixedLoad } from './lib/mixed-load.mjs';
@@ -37,7 +36,7 @@ const seed = Number(values.seed);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 await finish('kill-sqlite', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-fault-'));
+  const dir = runDirectory();
   const marks = join(dir, 'marks');
   const port = await freePort();
   const random = seededRandom(seed);

@@ -15,12 +15,11 @@
  *
  *   node bench/faults/pg-outage.mjs [--size tiny|full] [--outage-s S] [--seed S]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { printTable } from '../lib/report.mjs';
-import { finish } from './lib/fault-report.mjs';
+import { finish, runDirectory } from './lib/fault-report.mjs';
 import { auditJobs, waitIdle } from './lib/job-audit.mjs';
 import { msUntilOk, startFaultServer } from './lib/kiln-fault-server.mjs';
 import { startMixedLoad } from './lib/mixed-load.mjs';
@@ -76,7 +75,7 @@ await finish('pg-outage', async () => {
   const unavailable = privatePostgresUnavailable();
   if (unavailable !== null) throw new Error(`cannot make a private PostgreSQL here: ${unavailable}`);
   const cluster = await createPrivatePostgres();
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-fault-'));
+  const dir = runDirectory();
   const marks = join(dir, 'marks');
   let server = null;
   let load = null;

@@ -3,13 +3,24 @@
  * printed, one JSON line of its figures, a result file, every child killed, exit 1 on an
  * error of the run itself), and small statistics.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { killAllChildren } from '../../lib/processes.mjs';
 import { kilnVersion, machine, RESULTS_DIR } from '../../lib/report.mjs';
 
 export const FAULTS_RESULTS = join(RESULTS_DIR, 'faults');
 export const MiB = 2 ** 20;
+
+/**
+ * A temp directory of the run's, removed when the process exits, also when SIGINT or
+ * SIGTERM end it (through process.exit) before the run's own cleanup.
+ */
+export function runDirectory() {
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-fault-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 /** Slope of the least-squares line through [x, y] points; NaN with fewer than two. */
 export function linearSlope(points) {
