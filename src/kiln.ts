@@ -53,6 +53,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     (await openStore(config.store, {
       capacity: config.maxQueued,
       sqliteSync: config.sqliteSync,
+      sqliteCacheMb: config.sqliteCacheMb,
       pgPoolSize: config.pgPoolSize,
       pgSchema: config.pgSchema,
       threads: config.threads,

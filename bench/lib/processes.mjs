@@ -209,8 +209,11 @@ async function waitUntilServing(child, url, timeoutMs, describe) {
  * `store`: 'sqlite' (a temp file, KILN_SQLITE_SYNC=full unless env says otherwise),
  * 'memory', or 'postgres' (`pg: { url, schema }`: KILN_STORE=url, KILN_PG_SCHEMA=schema,
  * which the server creates or migrates at start; several servers may share one).
- * `cpuProf`: a directory to write a `node --cpu-prof` profile to at exit.
- * Answers `{ url, pid, stop() }`; stop() is SIGTERM (graceful, so a profile is
+ * `cpuProf`: a directory to write a `node --cpu-prof` profile to at exit. `nodeArgs`:
+ * more node options. `dir`: a directory of the caller's to keep the SQLite file and the
+ * log in (a restart on the same file), which stop() leaves in place; `port`: the port to
+ * listen on (default: a free one).
+ * Answers `{ url, pid, dir, child, stop() }`; stop() is SIGTERM (graceful, so a profile is
  * written), then SIGKILL after 15 s, and removes the temp directory.
  */
 export async function startKiln(options = {}) {
@@ -221,13 +224,16 @@ export async function startKiln(options = {}) {
     cpuProf = null,
     threads = availableParallelism(),
     pg = null,
+    nodeArgs: extraNodeArgs = [],
+    dir: ownDir = null,
+    port: fixedPort = null,
   } = options;
   if (store === 'postgres' && pg === null) throw new Error('startKiln: the postgres store needs pg: { url, schema }');
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-bench-'));
-  const port = await freePort();
+  const dir = ownDir ?? mkdtempSync(join(tmpdir(), 'kiln-bench-'));
+  const port = fixedPort ?? (await freePort());
   const logPath = join(dir, 'kiln.log');
-  const log = openSync(logPath, 'w');
-  const nodeArgs = cpuProf === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`];
+  const log = openSync(logPath, 'a');
+  const nodeArgs = [...(cpuProf === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`]), ...extraNodeArgs];
   const child = spawnNode(KILN_MAIN, [], {
     cpus,
     nodeArgs,
@@ -254,7 +260,9 @@ export async function startKiln(options = {}) {
       return '';
     }
   };
-  const cleanup = () => rmSync(dir, { recursive: true, force: true });
+  const cleanup = () => {
+    if (ownDir === null) rmSync(dir, { recursive: true, force: true });
+  };
   try {
     await waitUntilServing(child, `${url}/health`, 30_000, () => `the Kiln server (${store})`);
   } catch (error) {
@@ -269,6 +277,7 @@ export async function startKiln(options = {}) {
     url,
     pid: child.pid,
     dir,
+    child,
     logTail,
     stop() {
       stopped ??= (async () => {

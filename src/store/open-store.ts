@@ -9,6 +9,8 @@ export interface OpenStoreOptions {
   capacity: number;
   /** PRAGMA synchronous of the sqlite store (KILN_SQLITE_SYNC); ignored by the others. */
   sqliteSync: 'full' | 'normal';
+  /** Page cache of the sqlite store's connection, MiB (KILN_SQLITE_CACHE_MB); ignored by the others. */
+  sqliteCacheMb?: number;
   /** The PostgreSQL store's pool size and schema (KILN_PG_POOL_SIZE, KILN_PG_SCHEMA). */
   pgPoolSize?: number;
   pgSchema?: string;
@@ -40,7 +42,14 @@ export async function openStore(url: string, options: OpenStoreOptions): Promise
     if (path.length === 0) {
       throw new StoreError('invalid_store_url', 'KILN_STORE sqlite: needs a file path, e.g. sqlite:./data/kiln.db');
     }
-    return SqliteStore.open(path, { capacity: options.capacity, synchronous: options.sqliteSync, ...aging, ...log });
+    const cache = options.sqliteCacheMb === undefined ? {} : { cacheMb: options.sqliteCacheMb };
+    return SqliteStore.open(path, {
+      capacity: options.capacity,
+      synchronous: options.sqliteSync,
+      ...cache,
+      ...aging,
+      ...log,
+    });
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return PostgresStore.open({

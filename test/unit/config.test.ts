@@ -14,6 +14,7 @@ describe('loadConfig', () => {
     assert.equal(config.threadMaxJobs, null, 'threads are not recycled');
     assert.equal(config.maxResultBytes, 16 * 1024 * 1024);
     assert.equal(config.sqliteSync, 'full');
+    assert.equal(config.sqliteCacheMb, 8);
     assert.equal(config.tasksDir, null);
     assert.deepEqual(config.apiTokens, []);
     assert.equal(config.maxBodyBytes, 1_048_576);
@@ -53,6 +54,7 @@ describe('loadConfig', () => {
       KILN_THREADS: '3',
       KILN_MAX_QUEUED: '0010',
       KILN_SQLITE_SYNC: 'NORMAL',
+      KILN_SQLITE_CACHE_MB: '64',
       KILN_TASKS_DIR: '/srv/tasks',
       KILN_API_TOKENS: ' a , b,,',
       KILN_SHUTDOWN_GRACE_MS: '0',
@@ -67,6 +69,7 @@ describe('loadConfig', () => {
     assert.equal(config.threads, 3);
     assert.equal(config.maxQueued, 10);
     assert.equal(config.sqliteSync, 'normal');
+    assert.equal(config.sqliteCacheMb, 64);
     assert.equal(config.tasksDir, '/srv/tasks');
     assert.deepEqual(config.apiTokens, ['a', 'b']);
     assert.equal(config.shutdownGraceMs, 0);
@@ -82,6 +85,7 @@ describe('loadConfig', () => {
     ['KILN_THREADS', '0', 'KILN_THREADS must be an integer from 1 to 256, got "0"'],
     ['PORT', '70000', 'PORT must be an integer from 0 to 65535, got "70000"'],
     ['KILN_MAX_QUEUED', '1.5', 'KILN_MAX_QUEUED must be an integer from 1 to 100000000, got "1.5"'],
+    ['KILN_SQLITE_CACHE_MB', '0', 'KILN_SQLITE_CACHE_MB must be an integer from 1 to 65536, got "0"'],
     ['KILN_SQLITE_SYNC', 'sometimes', 'KILN_SQLITE_SYNC must be one of full, normal, got "sometimes"'],
     ['KILN_STORE', 'mysql://x', 'KILN_STORE must be "memory", "sqlite:<path>" or "postgres://...", got "mysql://x"'],
     ['KILN_CALLBACK_ALLOW_PRIVATE', 'yes', 'KILN_CALLBACK_ALLOW_PRIVATE must be true or false, got "yes"'],

@@ -259,6 +259,8 @@ export type Reply =
 export interface StoreThreadData {
   path: string;
   synchronous: 'full' | 'normal';
+  /** PRAGMA cache_size, in KiB. */
+  cacheKib: number;
   /** Tests: PRAGMA max_page_count, to make the file "full" at a chosen size. */
   maxPageCount: number | null;
   /**

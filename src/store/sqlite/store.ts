@@ -73,6 +73,12 @@ export interface SqliteStoreOptions extends StoreOptions {
    * `normal`: survives a process crash only, faster.
    */
   synchronous?: 'full' | 'normal';
+  /**
+   * Page cache of the connection, MiB (default 8). It fills with the pages the queue
+   * touches, and with a long retention the file keeps growing, so this is how much the
+   * cache adds to RSS once it is full.
+   */
+  cacheMb?: number;
   /** Tests: the file counts as full beyond this many pages (PRAGMA max_page_count). */
   maxPageCount?: number;
   /** Bytes of job copies the ready index keeps (tests make it small). */
@@ -675,6 +681,7 @@ export class SqliteStore implements JobStore {
     const workerData: StoreThreadData = {
       path: this.#path,
       synchronous: this.#options.synchronous ?? 'full',
+      cacheKib: (this.#options.cacheMb ?? 8) * 1024,
       maxPageCount: this.#options.maxPageCount ?? null,
       expireLeases: first,
     };

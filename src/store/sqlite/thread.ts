@@ -34,9 +34,6 @@ import { fileHolders } from './file-holders.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { SqliteTransitions } from './transitions.js';
 
-/** Page cache of the connection: the hot pages of jobs and its indexes stay in memory. */
-const CACHE_KIB = 64 * 1024;
-
 const data = workerData as StoreThreadData;
 const port = parentPort;
 
@@ -52,7 +49,7 @@ function open(): { db: Database.Database; s: Statements; transitions: SqliteTran
       db.pragma('journal_mode = WAL');
     }
     db.pragma(`synchronous = ${data.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-    db.pragma(`cache_size = -${CACHE_KIB}`);
+    db.pragma(`cache_size = -${data.cacheKib}`);
     db.pragma('temp_store = MEMORY');
     if (data.maxPageCount !== null) db.pragma(`max_page_count = ${data.maxPageCount}`);
     migrate(db, data.path);

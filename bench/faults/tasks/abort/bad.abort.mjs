@@ -1,0 +1,1 @@
+export default { name: 'bad.abort', handler: () => process.abort() };

@@ -1,0 +1,1 @@
+export default { name: 'bad.exit', handler: () => process.exit(3) };

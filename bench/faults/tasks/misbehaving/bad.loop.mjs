@@ -1,0 +1,8 @@
+export default {
+  name: 'bad.loop',
+  handler() {
+    while (true) {
+      // never returns
+    }
+  },
+};

@@ -1,0 +1,1 @@
+export default { name: 'bad.result-bigint', handler: () => ({ n: 1n }) };

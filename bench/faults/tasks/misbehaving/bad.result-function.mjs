@@ -1,0 +1,1 @@
+export default { name: 'bad.result-function', handler: () => ({ f: () => 1 }) };

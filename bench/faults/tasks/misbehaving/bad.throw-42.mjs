@@ -1,0 +1,6 @@
+export default {
+  name: 'bad.throw-42',
+  handler() {
+    throw 42;
+  },
+};

@@ -1,0 +1,6 @@
+export default {
+  name: 'bad.throw-null',
+  handler() {
+    throw null;
+  },
+};
