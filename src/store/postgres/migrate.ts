@@ -6,6 +6,7 @@ import dedupe from './migrations/003-dedupe.js';
 import groups from './migrations/004-groups.js';
 import schedules from './migrations/005-schedules.js';
 import callbacks from './migrations/006-callbacks.js';
+import attemptStarted from './migrations/007-attempt-started.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -21,6 +22,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 4, name: 'groups', sql: groups },
   { version: 5, name: 'schedules', sql: schedules },
   { version: 6, name: 'callbacks', sql: callbacks },
+  { version: 7, name: 'attempt-started', sql: attemptStarted },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;
