@@ -3,7 +3,8 @@ import type { StartedAttempt } from '../store.js';
 /**
  * Handlers' starts, gathered and written as one statement per period, so that recording
  * a start never costs a round trip of its own. A finish of the attempt before its group
- * goes takes the start out: the finish writes the start itself.
+ * goes takes the start out (the finish writes the start itself), and puts it back if the
+ * finish does not land: the start is a fact, whatever became of the outcome.
  */
 export class StartGroup {
   readonly #write: (items: StartedAttempt[]) => Promise<void>;
@@ -25,9 +26,20 @@ export class StartGroup {
     return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
-  /** The attempt ended: its start need not be written. */
-  drop(id: string, attempt: number): void {
-    if (this.#pending.get(id)?.attempt === attempt) this.#pending.delete(id);
+  /** The attempt ended: its start is taken out, for the finish to write. */
+  take(id: string, attempt: number): StartedAttempt | undefined {
+    const start = this.#pending.get(id);
+    if (start?.attempt !== attempt) return undefined;
+    this.#pending.delete(id);
+    return start;
+  }
+
+  /** A finish of this attempt did not land: its start goes with the next group. */
+  restore(start: StartedAttempt): void {
+    if (this.#pending.has(start.id)) return;
+    this.#pending.set(start.id, start);
+    this.#timer ??= setTimeout(() => void this.flush(), this.#everyMs);
+    this.#timer.unref();
   }
 
   async flush(): Promise<void> {

@@ -185,6 +185,7 @@ export class PostgresStore implements JobStore {
   #progress = new Map<string, { attempt: number; owner: string; text: string }>();
   #progressTimer: NodeJS.Timeout | null = null;
   readonly #starts = new StartGroup((items) => this.#writeStarts(items), STARTS_EVERY_MS);
+  #rowWrites: Promise<unknown> = Promise.resolve();
   #pollTimer: NodeJS.Timeout | null = null;
   #foldTimer: NodeJS.Timeout | null = null;
   #upkeepTimer: NodeJS.Timeout | null = null;
@@ -729,17 +730,19 @@ export class PostgresStore implements JobStore {
     this.#owners.add(owner);
     const valid = ids.filter((id) => UUID.test(id));
     const threads = this.#options.threads ?? 0;
-    const sent = Date.now();
-    const result = await this.#query<{ renewed: string[]; now: number }>(this.#sql.heartbeat, [
-      owner,
-      valid,
-      leaseMs,
-      hostname(),
-      process.pid,
-      this.#options.version ?? '0.0.0',
-      threads,
-      Math.min(threads, ids.length),
-    ]);
+    const { sent, result } = await this.#oneAtATime(async () => ({
+      sent: Date.now(),
+      result: await this.#query<{ renewed: string[]; now: number }>(this.#sql.heartbeat, [
+        owner,
+        valid,
+        leaseMs,
+        hostname(),
+        process.pid,
+        this.#options.version ?? '0.0.0',
+        threads,
+        Math.min(threads, ids.length),
+      ]),
+    }));
     const row = result.rows[0];
     if (row !== undefined && this.#clock === null) {
       // The database's clock at the middle of the round trip.
@@ -764,12 +767,25 @@ export class PostgresStore implements JobStore {
 
   async #writeStarts(items: StartedAttempt[]): Promise<void> {
     const rows = items.filter((item) => UUID.test(item.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    await this.#query(this.#sql.started, [
-      rows.map((item) => item.id),
-      rows.map((item) => item.attempt),
-      rows.map((item) => item.owner),
-      rows.map((item) => item.startedAt),
-    ]);
+    await this.#oneAtATime(() =>
+      this.#query(this.#sql.started, [
+        rows.map((item) => item.id),
+        rows.map((item) => item.attempt),
+        rows.map((item) => item.owner),
+        rows.map((item) => item.startedAt),
+      ]),
+    );
+  }
+
+  /**
+   * Heartbeats and start groups, which both write this server's running rows, go one at a
+   * time: the heartbeat picks each row it renews before it updates it, and a write of the
+   * row committed in between would make it miss the row and report the lease lost.
+   */
+  #oneAtATime<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#rowWrites.then(work, work);
+    this.#rowWrites = run.catch(() => undefined);
+    return run;
   }
 
   progress(id: string, attempt: number, owner: string, progress: Progress): void {
@@ -800,14 +816,35 @@ export class PostgresStore implements JobStore {
 
   finish(items: FinishItem[]): Promise<(Finished | null)[]> {
     if (items.length === 0) return Promise.resolve([]);
-    for (const item of items) this.#starts.drop(item.id, item.attempt);
-    return new Promise((resolve, reject) => {
+    // A finish records its attempt's start itself; should it not land, the start is written
+    // after all (fenced like it: it changes nothing if the job has moved on).
+    const taken = items.map((item) => this.#starts.take(item.id, item.attempt) ?? this.#startOf(item));
+    const written = new Promise<(Finished | null)[]>((resolve, reject) => {
       this.#finishQueue.push({ items, resolve, reject });
       if (!this.#finishing) {
         this.#finishing = true;
         setImmediate(() => void this.#writeFinishes());
       }
     });
+    written.then(
+      (answers) => {
+        for (const [i, answer] of answers.entries()) if (answer === null) this.#restoreStart(taken[i]);
+      },
+      () => {
+        for (const start of taken) this.#restoreStart(start);
+      },
+    );
+    return written;
+  }
+
+  /** The start of an attempt that ran (any finish but a rescue's). */
+  #startOf(item: FinishItem): StartedAttempt | undefined {
+    if (item.expired === true || item.outcome.kind === 'unstarted') return undefined;
+    return { id: item.id, attempt: item.attempt, owner: item.owner, startedAt: item.startedAt ?? this.now() };
+  }
+
+  #restoreStart(start: StartedAttempt | undefined): void {
+    if (start !== undefined) this.#starts.restore(start);
   }
 
   /** Writes every waiting finish in one call, then the ones that gathered meanwhile. */
