@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { followJobEvents } from '../support/http.js';
 import { type KilnProcess, killAllKilns, spawnKiln } from '../support/kiln-process.js';
 
 /**
@@ -25,18 +24,6 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
     return response.body.id;
   }
 
-  /** Resolves once the job reports progress: test.steps reports 0 % as its handler starts. */
-  async function whenHandlerStarted(kiln: KilnProcess, id: string): Promise<void> {
-    let seen = false;
-    const stream = followJobEvents(kiln.url, id, (job) => {
-      if (seen || job.progress === null) return;
-      seen = true;
-      stream.stop();
-    });
-    const shown = await stream.ended;
-    assert.ok(seen, `job ${id} never reported progress; it went ${shown.map((job) => job.status).join(' → ')}`);
-  }
-
   it('runs the look-aheads after the restart without using an attempt, even with maxAttempts 1', async () => {
     const first = await spawnKiln(env);
     const quick = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
@@ -49,7 +36,8 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
         maxAttempts: 3,
         backoff: quick,
       });
-      await whenHandlerStarted(first, id);
+      // test.steps reports 0 % as its handler starts.
+      await first.waitForProgress(id);
       held.push(id);
     }
     // One look-ahead per thread: claimed (running), its thread busy with the held job.
