@@ -778,9 +778,10 @@ export class PostgresStore implements JobStore {
   }
 
   /**
-   * Heartbeats and start groups, which both write this server's running rows, go one at a
-   * time: the heartbeat picks each row it renews before it updates it, and a write of the
-   * row committed in between would make it miss the row and report the lease lost.
+   * Start groups go one at a time with heartbeats and finish groups, which write the same
+   * running rows: those statements pick each row before they update it, and a start of the
+   * row committed in between would make them miss it (a lease reported lost, an outcome
+   * refused).
    */
   #oneAtATime<T>(work: () => Promise<T>): Promise<T> {
     const run = this.#rowWrites.then(work, work);
@@ -865,7 +866,7 @@ export class PostgresStore implements JobStore {
       }
       this.#finishQueue = later;
       try {
-        const answers = await this.#finishGroup(group.flatMap((pending) => pending.items));
+        const answers = await this.#oneAtATime(() => this.#finishGroup(group.flatMap((pending) => pending.items)));
         let offset = 0;
         for (const pending of group) {
           pending.resolve(answers.slice(offset, offset + pending.items.length));
