@@ -80,6 +80,11 @@ interface Batch {
  * Whether a message has started is one word of shared memory per message
  * (workers/slots.ts), which also tells, when a thread dies, which of its messages ran.
  *
+ * Starts are recorded: when a thread starts a message, its jobs' starts go to the store
+ * with its next group of writes. An attempt counts against `maxAttempts` only once its
+ * start is recorded (or it ends): should this server die first, the rescue gives the
+ * attempt back (retry-policy.ts, decideExpired).
+ *
  * Each attempt has one timeout, here, counted from when its thread started it: when it
  * fires, handlers that await see ctx.signal abort and the thread is terminated at once.
  *
@@ -437,6 +442,7 @@ export class Dispatcher {
     }
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
+    void this.#pool.slots.leftPosted(slot).then(() => this.#recordStart(batch));
     const attempts: AttemptInput[] = [];
     for (const job of jobs) {
       this.#byJob.set(job.id, batch);
@@ -457,6 +463,20 @@ export class Dispatcher {
       .catch((error: unknown) => this.#options.onError('recording an attempt failed', error));
     this.#settling.add(settled);
     void settled.finally(() => this.#settling.delete(settled));
+  }
+
+  /** The thread started the message: its attempts count from now, whatever becomes of this server. */
+  #recordStart(batch: Batch): void {
+    // A settled batch's finish records its start itself (and its slot may serve another message by now).
+    if (!this.#batches.has(batch) || batch.recalled) return;
+    const startedAt = this.#pool.slots.startedAt(batch.slot);
+    if (startedAt === null) return;
+    const items = batch.jobs
+      .filter((job) => !batch.dropped.has(job.id))
+      .map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner, startedAt }));
+    // A start the store could not take leaves the attempt to be given back should this
+    // server die before it ends; the store's failure is reported by the writes that wait.
+    this.#store.started(items).catch(() => undefined);
   }
 
   /**

@@ -95,8 +95,13 @@ export function decideAttempt(
   return { outcome: failure(job, error, true, now, random), metric };
 }
 
-/** An attempt whose lease ran out: `interrupted`, retried after backoff unless it was the last. */
+/**
+ * An attempt whose lease ran out: if its handler never started (a look-ahead claimed when
+ * its server died), the attempt is given back; else `interrupted`, retried after backoff
+ * unless it was the last.
+ */
 export function decideExpired(expired: ExpiredAttempt, now: number, random: () => number): AttemptOutcome {
+  if (!expired.started) return { kind: 'unstarted' };
   const error: JobError = {
     code: 'interrupted',
     message: 'the lease expired before the attempt finished (its server stopped or stalled)',

@@ -55,6 +55,14 @@ export interface JobStore {
    */
   heartbeat(owner: string, ids: string[], leaseMs: number): Promise<string[]>;
 
+  /**
+   * Record that these attempts' handlers started (a look-ahead starts well after its
+   * claim): each job's `startedAt` becomes the time given, and a rescue of its lease
+   * then counts the attempt. Fenced like a finish. Written with the store's next group
+   * of writes, never on its own: callers need not wait (tests do, to know it is stored).
+   */
+  started(items: StartedAttempt[]): Promise<void>;
+
   /** Progress of a running attempt; published as an event, kept with the result. Never waits. */
   progress(id: string, attempt: number, owner: string, progress: Progress): void;
 
@@ -318,7 +326,13 @@ export type AttemptOutcome =
   /** `retryAt` null: the job fails for good; else it is `retrying` until then. */
   | { kind: 'failed'; error: JobError; retryAt: number | null }
   /** Give the job back without using up the attempt (shutdown, a batch that broke): `retrying` at `retryAt`. */
-  | { kind: 'released'; error: JobError; retryAt: number };
+  | { kind: 'released'; error: JobError; retryAt: number }
+  /**
+   * The attempt's handler never started (a claim rescued before its start was recorded):
+   * the job is `queued` again as it was before the claim, its attempt not counted, no
+   * error charged. Applies only while no start is recorded for the attempt.
+   */
+  | { kind: 'unstarted' };
 
 export interface FinishItem {
   id: string;
@@ -337,12 +351,23 @@ export interface Finished {
   others: number;
 }
 
+/** An attempt whose handler started: the job, the attempt and the lease owner that claimed it. */
+export interface StartedAttempt {
+  id: string;
+  attempt: number;
+  owner: string;
+  /** When the handler started (ms since the epoch). */
+  startedAt: number;
+}
+
 /** An attempt whose lease ran out, as the rescuer needs it. */
 export interface ExpiredAttempt {
   id: string;
   type: string;
   owner: string;
   attempt: number;
+  /** Whether a start of its handler was recorded (`started`); if not, the attempt is given back. */
+  started: boolean;
   maxAttempts: number;
   backoff: Job['backoff'];
 }

@@ -13,7 +13,8 @@
  * one before, without waiting for the main thread, while the main thread can still
  * take the look-ahead back (a better job arrived), terminate a thread only while it
  * still runs the message meant (never the look-ahead that followed it), and tell, when
- * a thread dies, which of its messages had started.
+ * a thread dies, which of its messages had started. A move out of POSTED, and the release
+ * of a slot, notify the state word, so the main thread hears of a start without polling.
  */
 const WORDS = 3;
 const STATE = 0;
@@ -53,12 +54,25 @@ export class AttemptSlots {
   }
 
   release(slot: number): void {
+    // Wakes a waiter for a message that never left POSTED (its thread died first).
+    Atomics.notify(this.#words, slot * WORDS + STATE);
     this.#free.push(slot);
+  }
+
+  /**
+   * Resolves once the message in `slot` is no longer POSTED (started or recalled) or the
+   * slot is released; the caller reads which with `startedAt`.
+   */
+  async leftPosted(slot: number): Promise<void> {
+    const wait = Atomics.waitAsync(this.#words, slot * WORDS + STATE, POSTED);
+    if (wait.async) await wait.value;
   }
 
   /** Take a message back before it starts; false if the thread started it first. */
   recall(slot: number): boolean {
-    return Atomics.compareExchange(this.#words, slot * WORDS + STATE, POSTED, RECALLED) === POSTED;
+    if (Atomics.compareExchange(this.#words, slot * WORDS + STATE, POSTED, RECALLED) !== POSTED) return false;
+    Atomics.notify(this.#words, slot * WORDS + STATE);
+    return true;
   }
 
   /**
@@ -84,7 +98,9 @@ export function startSlot(words: BigInt64Array, slot: number, threadId: number):
   // Id and time first: whoever sees the message started can find its thread and its start.
   Atomics.store(words, slot * WORDS + THREAD, BigInt(threadId));
   Atomics.store(words, slot * WORDS + STARTED_AT, BigInt(Date.now()));
-  return Atomics.compareExchange(words, slot * WORDS + STATE, POSTED, STARTED) === POSTED;
+  if (Atomics.compareExchange(words, slot * WORDS + STATE, POSTED, STARTED) !== POSTED) return false;
+  Atomics.notify(words, slot * WORDS + STATE);
+  return true;
 }
 
 /**

@@ -82,6 +82,21 @@ async function waitForRows(
   }
 }
 
+/**
+ * Until the server has stored the start of the job's attempt (a start rides with the
+ * server's next group of writes): only then does the attempt count if it is cut off.
+ */
+async function waitForStartStored(db: Awaited<ReturnType<typeof connect>>, schema: string, id: string): Promise<void> {
+  for (;;) {
+    const rows = await db.query<{ attempt_started: boolean }>(
+      `SELECT attempt_started FROM "${schema}".jobs WHERE id = $1`,
+      [id],
+    );
+    if (rows.rows[0]?.attempt_started === true) return;
+    await sleep(20);
+  }
+}
+
 describe('cluster: a server that loses its database', () => {
   const schema = freshSchemaName();
   const newPath = tempFiles('kiln-db-loss-');
@@ -117,11 +132,8 @@ describe('cluster: a server that loses its database', () => {
         });
         assert.equal(created.status, 201);
         const id = created.body.id as string;
-        for (;;) {
-          const started = await db.query(`SELECT 1 FROM ${table} WHERE job_id = $1`, [id]);
-          if (started.rowCount === 1) break;
-          await sleep(10);
-        }
+        await waitForRows(db, table, id, 1);
+        await waitForStartStored(db, leaseSchema, id);
         await cuttable.cut();
         // No renewal for five sixths of a lease: the server stops the attempt on its own.
         for (;;) {
@@ -171,6 +183,7 @@ describe('cluster: a server that loses its database', () => {
         assert.equal(created.status, 201);
         const id = created.body.id as string;
         await waitForRows(db, table, id, 1);
+        await waitForStartStored(db, silentSchema, id);
         silent.silence();
         // The heartbeat never comes back; the server stops the attempt on its own all the same.
         for (;;) {

@@ -141,7 +141,7 @@ describe('retry policy', () => {
   });
 
   it('retries an expired lease as interrupted, or fails it on the last attempt', () => {
-    const expired = { id: 'j', type: 't', owner: 'o', attempt: 1, maxAttempts: 2, backoff: job.backoff };
+    const expired = { id: 'j', type: 't', owner: 'o', attempt: 1, started: true, maxAttempts: 2, backoff: job.backoff };
     const retry = decideExpired(expired, NOW, half);
     assert.ok(retry.kind === 'failed');
     assert.equal(retry.error.code, 'interrupted');
@@ -149,5 +149,18 @@ describe('retry policy', () => {
     const last = decideExpired({ ...expired, attempt: 2 }, NOW, half);
     assert.ok(last.kind === 'failed');
     assert.equal(last.retryAt, null);
+  });
+
+  it('gives back the attempt of an expired lease whose handler never started, even the last one', () => {
+    const expired = {
+      id: 'j',
+      type: 't',
+      owner: 'o',
+      attempt: 1,
+      started: false,
+      maxAttempts: 1,
+      backoff: job.backoff,
+    };
+    assert.deepEqual(decideExpired(expired, NOW, half), { kind: 'unstarted' });
   });
 });

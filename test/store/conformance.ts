@@ -129,6 +129,15 @@ export async function claimOne(store: JobStore, owner = OWNER, leaseMs = LEASE_M
   return job;
 }
 
+/** Records that the handlers of these claimed attempts started (at the store's now), once it is stored. */
+export async function startAttempts(
+  store: JobStore,
+  attempts: { id: string; attempts: number }[],
+  owner = OWNER,
+): Promise<void> {
+  await store.started(attempts.map((a) => ({ id: a.id, attempt: a.attempts, owner, startedAt: store.now() })));
+}
+
 export function completed(value: unknown): AttemptOutcome {
   return { kind: 'completed', resultText: JSON.stringify(value) };
 }
@@ -1518,7 +1527,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.deepEqual(expired.map((e) => e.id).sort(), jobs.map((j) => j.id).sort());
         assert.deepEqual(
           expired.find((e) => e.id === jobs[0]?.id),
-          { id: jobs[0]?.id, type: 'test.a', owner: 'dead', attempt: 1, maxAttempts: 4, backoff },
+          { id: jobs[0]?.id, type: 'test.a', owner: 'dead', attempt: 1, started: false, maxAttempts: 4, backoff },
         );
         assert.equal((await store.expiredLeases(2)).length, 2);
       });
@@ -1559,6 +1568,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const job = await insertOne(store, { backoff: { initialMs: 100, factor: 2, maxMs: 1000, jitter: 'none' } });
         const healthy = await insertOne(store);
         const dead = await claimOne(store, 'dead', 100);
+        await startAttempts(store, [dead], 'dead');
         await claimOne(store, 'alive', 10_000);
         clock.set(T0 + 100);
         assert.equal(await rescueOnce(store), 0);
@@ -1586,7 +1596,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const job = await insertOne(store, { maxAttempts: 1 });
         const child = await insertOne(store, { dependsOn: [job.id] });
         const grandchild = await insertOne(store, { dependsOn: [child.id] });
-        await claimOne(store, 'dead', 100);
+        await startAttempts(store, [await claimOne(store, 'dead', 100)], 'dead');
         clock.set(T0 + 500);
         assert.equal(await rescueOnce(store), 1);
         const failed = await mustGet(store, job.id);
@@ -1605,6 +1615,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const { store, clock } = await openStore();
         const job = await insertOne(store, { maxAttempts: 3 });
         const claimed = await claimOne(store, 'w', 100);
+        await startAttempts(store, [claimed], 'w');
         const first = { id: claimed.id, attempts: claimed.attempts };
         assert.equal(first.attempts, 1);
         clock.set(T0 + 101);
@@ -1635,6 +1646,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const { store, clock } = await openStore();
         await insertOne(store, { maxAttempts: 3 });
         const first = await claimOne(store, 'w', 100);
+        await startAttempts(store, [first], 'w');
         const asClaimed = structuredClone(first);
         store.progress(first.id, 1, 'w', { percent: 50, message: null });
         clock.set(T0 + 101);
@@ -1651,6 +1663,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         const { store, clock } = await openStore();
         const job = await insertOne(store);
         const attempt = await claimOne(store, 'w', 100);
+        await startAttempts(store, [attempt], 'w');
         clock.set(T0 + 150);
         const [expired] = await store.expiredLeases(10);
         assert.ok(expired);
@@ -1666,6 +1679,93 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
         assert.deepEqual(await finishOne(store, attempt, rescue, 'w', true), { status: 'retrying', others: 0 });
         assert.equal(await finishOne(store, attempt, completed('too late'), 'w'), null);
         await assertCountsExact(store);
+      });
+    });
+
+    describe('leases: attempts that never started', () => {
+      it('gives back a rescued attempt whose start was never recorded: queued as before its claim', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store, { maxAttempts: 2 });
+        clock.set(T0 + 5);
+        const first = await claimOne(store, 'w', 100);
+        clock.set(T0 + 6);
+        await startAttempts(store, [first], 'w');
+        clock.set(T0 + 10);
+        await finishOne(store, first, { kind: 'failed', error: handlerError(1), retryAt: T0 + 20 }, 'w');
+        clock.set(T0 + 20);
+        // The last attempt is claimed as a look-ahead, and its server dies before starting it.
+        const second = await claimOne(store, 'dead', 100);
+        assert.equal(second.attempts, 2);
+        clock.set(T0 + 121);
+        assert.deepEqual(
+          (await store.expiredLeases(10)).map((e) => [e.id, e.attempt, e.started]),
+          [[job.id, 2, false]],
+        );
+        const events = recordEvents(store);
+        assert.equal(await rescueOnce(store), 1);
+        assert.deepEqual(events.seen, [changed(job.id, 'queued')]);
+        events.stop();
+        const back = await mustGet(store, job.id);
+        assert.equal(back.status, 'queued');
+        assert.equal(back.attempts, 1);
+        assert.equal(back.startedAt, T0 + 6);
+        assert.deepEqual(back.error, handlerError(1));
+        assert.equal(back.runAt, null);
+        assert.equal(await finishOne(store, second, completed('late'), 'dead'), null);
+        await assertCountsExact(store);
+        const third = await claimOne(store, 'w');
+        assert.equal(third.id, job.id);
+        assert.equal(third.attempts, 2);
+        await finishOne(store, third, completed('done'), 'w');
+        assert.equal((await mustGet(store, job.id)).status, 'completed');
+      });
+
+      it('counts a rescued attempt whose start was recorded; a start of another owner or attempt is not one', async () => {
+        const { store, clock } = await openStore();
+        const [started, unstarted] = await insertOk(store, [newJob({ maxAttempts: 1 }), newJob({ maxAttempts: 1 })]);
+        assert.ok(started && unstarted);
+        const [a, b] = await claimJobs(store, 2, 'dead', 100);
+        assert.equal(a?.id, started.id);
+        assert.ok(a && b);
+        clock.set(T0 + 3);
+        await startAttempts(store, [a], 'dead');
+        await startAttempts(store, [b], 'other');
+        await startAttempts(store, [{ id: b.id, attempts: 2 }], 'dead');
+        assert.equal((await mustGet(store, a.id)).startedAt, T0 + 3);
+        assert.equal((await mustGet(store, b.id)).startedAt, T0);
+        clock.set(T0 + 101);
+        assert.equal(await rescueOnce(store), 2);
+        const failed = await mustGet(store, started.id);
+        assert.equal(failed.status, 'failed');
+        assert.equal(failed.error?.code, 'interrupted');
+        assert.equal(failed.attempts, 1);
+        const back = await mustGet(store, unstarted.id);
+        assert.equal(back.status, 'queued');
+        assert.equal(back.attempts, 0);
+        assert.equal(back.startedAt, null);
+        assert.equal(back.error, null);
+        await assertCountsExact(store);
+      });
+
+      it('counts an attempt whose start is recorded between the rescuer reading it and giving it back', async () => {
+        const { store, clock } = await openStore();
+        const job = await insertOne(store, { maxAttempts: 3 });
+        const attempt = await claimOne(store, 'slow', 100);
+        clock.set(T0 + 101);
+        const [expired] = await store.expiredLeases(10);
+        assert.ok(expired);
+        assert.equal(expired.started, false);
+        // The owner was only slow: its thread started the attempt, and the start is stored first.
+        await startAttempts(store, [attempt], 'slow');
+        const giveBack = decideExpired(expired, store.now(), () => 0.5);
+        assert.deepEqual(giveBack, { kind: 'unstarted' });
+        assert.equal(await finishOne(store, attempt, giveBack, 'slow', true), null);
+        assert.equal((await mustGet(store, job.id)).status, 'running');
+        assert.equal(await rescueOnce(store), 1);
+        const rescued = await mustGet(store, job.id);
+        assert.equal(rescued.status, 'retrying');
+        assert.equal(rescued.attempts, 1);
+        assert.equal(rescued.error?.code, 'interrupted');
       });
     });
 
@@ -1685,6 +1785,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
 
         const [p, o] = await claimJobs(store, 2, OWNER, 100);
         assert.ok(p && o);
+        await startAttempts(store, [o]);
         assert.deepEqual(events.seen.splice(0), [changed(parent.id, 'running'), changed(other.id, 'running')]);
 
         await finishOne(store, p, completed(1));

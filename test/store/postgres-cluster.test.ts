@@ -235,32 +235,50 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
   });
 
   it(
-    'rescues a lease back-dated in the table once, and the owner then hears it lost the job',
+    'rescues leases back-dated in the table once (an attempt that never started is given back), and the owner then hears it lost the jobs',
     { timeout: 120_000 },
     async () => {
       const { schema, nodes } = await cluster(2);
       const [owner, peer] = nodes as [PostgresStore, PostgresStore];
-      const input = job({ maxAttempts: 3 });
-      await insert(owner, [input]);
-      await owner.claim({ owner: 'owner', leaseMs: 60_000, batches: 1, micro: null });
+      const input = job({ maxAttempts: 3, priority: 9 });
+      const lookAhead = job({ maxAttempts: 1 });
+      await insert(owner, [input, lookAhead]);
+      const claimed = await owner.claim({ owner: 'owner', leaseMs: 60_000, batches: 2, micro: null });
+      assert.deepEqual(
+        claimed.map((batch) => batch.map((c) => c.id)),
+        [[input.id], [lookAhead.id]],
+      );
+      await owner.started([{ id: input.id, attempt: 1, owner: 'owner', startedAt: owner.now() }]);
       assert.deepEqual(await peer.expiredLeases(10), []);
       const db = await connect();
       try {
-        await db.query(`UPDATE "${schema}".jobs SET lease_expires_at = "${schema}".now_ms() - 1000 WHERE id = $1`, [
-          input.id,
-        ]);
+        await db.query(
+          `UPDATE "${schema}".jobs SET lease_expires_at = "${schema}".now_ms() - 1000 WHERE id = ANY($1::uuid[])`,
+          [[input.id, lookAhead.id]],
+        );
       } finally {
         await db.end();
       }
-      assert.equal(await rescueOnce(peer), 1);
+      assert.equal(await rescueOnce(peer), 2);
       assert.equal(await rescueOnce(peer), 0);
       const rescued = await peer.get(input.id);
       assert.equal(rescued?.status, 'retrying');
       assert.equal(rescued?.error?.code, 'interrupted');
-      assert.deepEqual(await owner.heartbeat('owner', [input.id], 60_000), [input.id]);
+      assert.equal(rescued?.attempts, 1);
+      const back = await peer.get(lookAhead.id);
+      assert.equal(back?.status, 'queued');
+      assert.equal(back?.attempts, 0);
+      assert.equal(back?.error, null);
+      assert.deepEqual(
+        (await owner.heartbeat('owner', [input.id, lookAhead.id], 60_000)).sort(),
+        [input.id, lookAhead.id].sort(),
+      );
       assert.deepEqual(await owner.finish([{ id: input.id, attempt: 1, owner: 'owner', outcome: completed('late') }]), [
         null,
       ]);
+      const [again] = (await peer.claim({ owner: 'peer', leaseMs: 60_000, batches: 1, micro: null })).flat();
+      assert.equal(again?.id, lookAhead.id);
+      assert.equal(again?.attempts, 1);
     },
   );
 

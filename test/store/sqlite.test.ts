@@ -22,6 +22,7 @@ import {
   newJob,
   OWNER,
   rescueOnce,
+  startAttempts,
   runStoreConformance,
   T0,
   TestClock,
@@ -125,6 +126,38 @@ describe('sqlite store: the file', () => {
     }
   });
 
+  it('gives back, after one rescuer pass, the attempts left running at close whose handlers never started', async () => {
+    const path = freshPath();
+    const clock = new TestClock();
+    const first = await SqliteStore.open(path, { capacity: 100, clock: clock.now });
+    const [ran, lookAhead] = await insertOk(first, [
+      newJob({ maxAttempts: 1, priority: 9 }),
+      newJob({ maxAttempts: 1 }),
+    ]);
+    assert.ok(ran && lookAhead);
+    const [r1, l1] = await claimJobs(first, 2, 'gone');
+    assert.ok(r1 && l1);
+    await startAttempts(first, [r1], 'gone');
+    await first.close();
+
+    clock.set(T0 + 1000);
+    const second = await SqliteStore.open(path, { capacity: 100, clock: clock.now });
+    try {
+      assert.equal(await rescueOnce(second), 2);
+      assert.equal((await mustGet(second, ran.id)).status, 'failed');
+      const back = await mustGet(second, lookAhead.id);
+      assert.equal(back.status, 'queued');
+      assert.equal(back.attempts, 0);
+      assert.equal(back.error, null);
+      await assertCountsExact(second);
+      const again = await claimOne(second);
+      assert.equal(again.id, lookAhead.id);
+      assert.equal(again.attempts, 1);
+    } finally {
+      await second.close();
+    }
+  });
+
   it('retries jobs left running at close after one rescuer pass: interrupted, or failed on the last attempt', async () => {
     const path = freshPath();
     const clock = new TestClock();
@@ -140,6 +173,8 @@ describe('sqlite store: the file', () => {
     const [a1, l1] = await claimJobs(first, 2, 'gone');
     assert.equal(a1?.id, again.id);
     assert.equal(l1?.id, last.id);
+    assert.ok(a1 && l1);
+    await startAttempts(first, [a1, l1], 'gone');
     await first.close();
 
     // Well within the lease by the clock: only the open marks those leases dead.
@@ -346,8 +381,11 @@ describe('sqlite store: the file', () => {
       const running = await mustGet(reopened, claimedJob.id);
       assert.equal(running.status, 'running');
       assert.equal(running.attempts, 1);
+      // Its handler never started: the rescue gives the attempt back.
       assert.equal(await rescueOnce(reopened), 1);
-      assert.equal((await mustGet(reopened, claimedJob.id)).status, 'retrying');
+      const back = await mustGet(reopened, claimedJob.id);
+      assert.equal(back.status, 'queued');
+      assert.equal(back.attempts, 0);
     } finally {
       await reopened.close();
     }

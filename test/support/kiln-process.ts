@@ -41,6 +41,8 @@ export interface KilnProcess {
   waitForJob(id: string, rounds?: number): Promise<any>;
   /** Follows the job's event stream until it shows `status`; resolves with that job. */
   waitForStatus(id: string, status: string): Promise<any>;
+  /** Follows the job's event stream until it shows progress (test.steps reports 0 % as its handler starts). */
+  waitForProgress(id: string): Promise<any>;
 }
 
 const live = new Set<ChildProcess>();
@@ -161,6 +163,19 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
       const shown = await stream.ended;
       if (found === undefined) {
         throw new Error(`job ${id} never showed ${status}; it went ${shown.map((job) => job.status).join(' → ')}`);
+      }
+      return found;
+    },
+    async waitForProgress(id) {
+      let found: any;
+      const stream = followJobEvents(url, id, (job) => {
+        if (found !== undefined || job.progress === null) return;
+        found = job;
+        stream.stop();
+      });
+      const shown = await stream.ended;
+      if (found === undefined) {
+        throw new Error(`job ${id} never reported progress; it went ${shown.map((job) => job.status).join(' → ')}`);
       }
       return found;
     },

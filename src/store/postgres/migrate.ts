@@ -8,6 +8,7 @@ import schedules from './migrations/005-schedules.js';
 import callbacks from './migrations/006-callbacks.js';
 import finishFence from './migrations/007-finish-fence.js';
 import nodeLease from './migrations/008-node-lease.js';
+import attemptStarted from './migrations/009-attempt-started.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -25,6 +26,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 6, name: 'callbacks', sql: callbacks },
   { version: 7, name: 'finish-fence', sql: finishFence },
   { version: 8, name: 'node-lease', sql: nodeLease },
+  { version: 9, name: 'attempt-started', sql: attemptStarted },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

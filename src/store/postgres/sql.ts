@@ -126,7 +126,8 @@ WITH picked AS MATERIALIZED (
   ORDER BY priority DESC, round, ready_at, ready_seq
   LIMIT $2
   FOR UPDATE SKIP LOCKED)
-UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
+  prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id
 RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
@@ -210,7 +211,8 @@ WITH picked AS MATERIALIZED (
   SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
     SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'queued')
-UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now}, lease_owner = $1,
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
+  prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id AND j.status = 'queued'
 RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
@@ -245,6 +247,32 @@ WITH held AS MATERIALIZED (
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
 UPDATE ${s}.jobs j SET progress = held.progress FROM held
 WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempt AND j.lease_owner = held.owner`,
+
+    /**
+     * Records handlers' starts ($1 ids, $2 attempts, $3 owners, $4 times), fenced in the
+     * UPDATE's own WHERE; rows are locked in id order first, as every statement that locks
+     * several jobs takes them.
+     */
+    started: `
+WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, at)),
+locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
+UPDATE ${s}.jobs j SET started_at = i.at, attempt_started = true
+FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
+  AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner`,
+
+    /**
+     * Rescued attempts whose handler never started ($1 ids, $2 attempts, $3 owners, $4 whether
+     * the lease must have run out): queued again as before the claim, the attempt not counted.
+     */
+    returnUnstarted: `
+WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[]) AS i(id, attempt, owner, expired)),
+locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
+UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = j.prior_started_at,
+  lease_owner = NULL, lease_expires_at = NULL
+FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
+  AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
+  AND (NOT i.expired OR j.lease_expires_at < ${now})
+RETURNING ${prefixed('j')}`,
 
     finish: `SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
   is_other FROM ${s}.finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -310,13 +338,13 @@ WITH dead AS (
 cut AS (
   UPDATE ${s}.jobs j SET lease_expires_at = ${now} - 1 FROM dead
   WHERE j.status = 'running' AND j.lease_owner = dead.id AND j.lease_expires_at >= ${now}
-  RETURNING j.id, j.type, j.lease_owner, j.attempts, j.max_attempts, j.backoff_initial_ms, j.backoff_factor,
+  RETURNING j.id, j.type, j.lease_owner, j.attempts, j.attempt_started, j.max_attempts, j.backoff_initial_ms, j.backoff_factor,
     j.backoff_max_ms, j.backoff_jitter, j.lease_expires_at)
-SELECT id::text AS id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
-  backoff_jitter
+SELECT id::text AS id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
+  backoff_max_ms, backoff_jitter
 FROM (SELECT * FROM cut UNION ALL
-      SELECT id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
-        backoff_jitter, lease_expires_at
+      SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
+        backoff_max_ms, backoff_jitter, lease_expires_at
       FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at < ${now}) e
 ORDER BY lease_expires_at LIMIT $1`,
 

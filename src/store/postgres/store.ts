@@ -38,6 +38,7 @@ import {
   toWire,
 } from '../sqlite/rows.js';
 import {
+  type AttemptOutcome,
   type Changes,
   type ClaimedJob,
   type ClaimRequest,
@@ -62,6 +63,7 @@ import {
   type Schedule,
   type ScheduleDefinition,
   type ScheduleFire,
+  type StartedAttempt,
   type StoreEvent,
   type StoreListener,
   type StoreOptions,
@@ -75,6 +77,7 @@ import { formBatches } from '../micro-batches.js';
 import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import { migrate } from './migrate.js';
 import { type Statements, statements } from './sql.js';
+import { StartGroup } from './start-group.js';
 
 export interface PostgresStoreOptions extends StoreOptions {
   url: string;
@@ -98,6 +101,9 @@ interface Running {
   owner: string;
   previousStart: number | null;
 }
+
+/** A finish of an attempt that ran (the finish function's business). */
+type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' }> };
 
 interface PendingFinish {
   items: FinishItem[];
@@ -131,6 +137,11 @@ const NOTIFY_MAX_BYTES = 7900;
 /** Characters of a progress message that travel in a notification (the whole one is in the row). */
 const PROGRESS_MESSAGE_CHARS = 200;
 const PROGRESS_EVERY_MS = 200;
+/**
+ * How often handlers' starts are written: an attempt whose start is not written yet when
+ * its server dies is given back by the rescue, as one that never started.
+ */
+const STARTS_EVERY_MS = 50;
 const PROBE_EVERY_MS = 1000;
 const DUE_CACHE_MS = 1000;
 const FOLD_EVERY_MS = 60_000;
@@ -175,6 +186,7 @@ export class PostgresStore implements JobStore {
   #notifyTimer: NodeJS.Timeout | null = null;
   #progress = new Map<string, { attempt: number; owner: string; text: string }>();
   #progressTimer: NodeJS.Timeout | null = null;
+  readonly #starts = new StartGroup((items) => this.#writeStarts(items), STARTS_EVERY_MS);
   #pollTimer: NodeJS.Timeout | null = null;
   #foldTimer: NodeJS.Timeout | null = null;
   #upkeepTimer: NodeJS.Timeout | null = null;
@@ -743,6 +755,29 @@ export class PostgresStore implements JobStore {
     return lost;
   }
 
+  started(items: StartedAttempt[]): Promise<void> {
+    const mine = items.filter((item) => {
+      const running = this.#running.get(item.id);
+      if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) return false;
+      running.wire.startedAt = item.startedAt;
+      return true;
+    });
+    return mine.length === 0 ? Promise.resolve() : this.#starts.add(mine);
+  }
+
+  async #writeStarts(items: StartedAttempt[]): Promise<void> {
+    const rows = items.filter((item) => UUID.test(item.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    // Concurrent with heartbeats and finishes of the same rows: each of them finds its rows
+    // by id and fences in its UPDATE's own WHERE, so a start committed while one waits for
+    // a row's lock is seen, not missed (see sql.ts).
+    await this.#query(this.#sql.started, [
+      rows.map((item) => item.id),
+      rows.map((item) => item.attempt),
+      rows.map((item) => item.owner),
+      rows.map((item) => item.startedAt),
+    ]);
+  }
+
   progress(id: string, attempt: number, owner: string, progress: Progress): void {
     const running = this.#running.get(id);
     if (running === undefined || running.owner !== owner || running.wire.attempts !== attempt) return;
@@ -771,13 +806,35 @@ export class PostgresStore implements JobStore {
 
   finish(items: FinishItem[]): Promise<(Finished | null)[]> {
     if (items.length === 0) return Promise.resolve([]);
-    return new Promise((resolve, reject) => {
+    // A finish records its attempt's start itself; should it not land, the start is written
+    // after all (fenced like it: it changes nothing if the job has moved on).
+    const taken = items.map((item) => this.#starts.take(item.id, item.attempt) ?? this.#startOf(item));
+    const written = new Promise<(Finished | null)[]>((resolve, reject) => {
       this.#finishQueue.push({ items, resolve, reject });
       if (!this.#finishing) {
         this.#finishing = true;
         setImmediate(() => void this.#writeFinishes());
       }
     });
+    written.then(
+      (answers) => {
+        for (const [i, answer] of answers.entries()) if (answer === null) this.#restoreStart(taken[i]);
+      },
+      () => {
+        for (const start of taken) this.#restoreStart(start);
+      },
+    );
+    return written;
+  }
+
+  /** The start of an attempt that ran (any finish but a rescue's). */
+  #startOf(item: FinishItem): StartedAttempt | undefined {
+    if (item.expired === true || item.outcome.kind === 'unstarted') return undefined;
+    return { id: item.id, attempt: item.attempt, owner: item.owner, startedAt: item.startedAt ?? this.now() };
+  }
+
+  #restoreStart(start: StartedAttempt | undefined): void {
+    if (start !== undefined) this.#starts.restore(start);
   }
 
   /** Writes every waiting finish in one call, then the ones that gathered meanwhile. */
@@ -811,7 +868,44 @@ export class PostgresStore implements JobStore {
     this.#finishing = false;
   }
 
+  /** Attempts that never started are given back by a statement of their own; the rest go to the finish function. */
   async #finishGroup(items: FinishItem[]): Promise<(Finished | null)[]> {
+    const unstarted = items.filter((item) => item.outcome.kind === 'unstarted');
+    if (unstarted.length === 0) return this.#finishAttempts(items as EndedItem[]);
+    const ended = items.filter((item): item is EndedItem => item.outcome.kind !== 'unstarted');
+    const [returned, finished] = await Promise.all([
+      this.#returnUnstarted(unstarted),
+      ended.length === 0 ? [] : this.#finishAttempts(ended),
+    ]);
+    const answers = new Map<FinishItem, Finished | null>();
+    for (const [i, item] of unstarted.entries()) answers.set(item, returned[i] ?? null);
+    for (const [i, item] of ended.entries()) answers.set(item, finished[i] ?? null);
+    return items.map((item) => answers.get(item) ?? null);
+  }
+
+  async #returnUnstarted(items: FinishItem[]): Promise<(Finished | null)[]> {
+    this.#assertOpen();
+    const valid = items.filter((item) => UUID.test(item.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const result = await this.#timedWrite(() =>
+      this.#query<JobRow>(this.#sql.returnUnstarted, [
+        valid.map((item) => item.id),
+        valid.map((item) => item.attempt),
+        valid.map((item) => item.owner),
+        valid.map((item) => item.expired === true),
+      ]),
+    );
+    const returned = new Map(result.rows.map((row) => [row.id, toWire(row)]));
+    return items.map((item) => {
+      const wire = returned.get(item.id);
+      if (wire === undefined) return null;
+      const running = this.#running.get(item.id);
+      if (running?.owner === item.owner && running.wire.attempts === item.attempt) this.#running.delete(item.id);
+      this.#changed(wire.id, wire.type, 'queued', () => jobFromWire(wire));
+      return { status: 'queued', others: 0 } satisfies Finished;
+    });
+  }
+
+  async #finishAttempts(items: EndedItem[]): Promise<(Finished | null)[]> {
     this.#assertOpen();
     const now = this.now();
     // In id order, as every statement that locks several jobs takes them: no deadlocks.
@@ -1292,6 +1386,7 @@ export class PostgresStore implements JobStore {
       if (this.#foldTimer !== null) clearInterval(this.#foldTimer);
       if (this.#upkeepTimer !== null) clearInterval(this.#upkeepTimer);
       await this.#flushProgress();
+      await this.#starts.flush().catch(() => undefined);
       await this.#notify();
       if (this.#owners.size > 0) await this.#pool.query(this.#sql.stopNode, [[...this.#owners]]).catch(() => undefined);
       this.#closed = true;

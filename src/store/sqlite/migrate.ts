@@ -7,13 +7,23 @@ import dedupe from './migrations/004-dedupe.js';
 import groups from './migrations/005-groups.js';
 import schedules from './migrations/006-schedules.js';
 import callbacks from './migrations/007-callbacks.js';
+import attemptStarted from './migrations/008-attempt-started.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
  * at open, in one exclusive transaction. Append a step to change the schema; never edit
  * one that shipped.
  */
-const MIGRATIONS: readonly string[] = [jobs, settings, runningLease, dedupe, groups, schedules, callbacks];
+const MIGRATIONS: readonly string[] = [
+  jobs,
+  settings,
+  runningLease,
+  dedupe,
+  groups,
+  schedules,
+  callbacks,
+  attemptStarted,
+];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 

@@ -10,6 +10,7 @@ import type {
   Schedule,
   ScheduleDefinition,
   ScheduleFire,
+  StartedAttempt,
 } from '../store.js';
 
 /**
@@ -75,7 +76,8 @@ export type InsertAnswer =
 export type OutcomeRow =
   | { kind: 'completed'; resultText: string; progressText: string | null }
   | { kind: 'failed'; errorText: string; retryAt: number | null }
-  | { kind: 'released'; errorText: string; retryAt: number };
+  | { kind: 'released'; errorText: string; retryAt: number }
+  | { kind: 'unstarted' };
 
 export interface FinishRow {
   id: string;
@@ -135,6 +137,7 @@ export type Op =
   | { op: 'claimRead'; ids: string[]; priorities: number[]; owner: string; expiresAt: number; now: number }
   | { op: 'promote'; items: { id: string; runAt: number }[]; now: number }
   | { op: 'heartbeat'; owner: string; ids: string[]; expiresAt: number }
+  | { op: 'started'; rows: StartedAttempt[] }
   | { op: 'finish'; rows: FinishRow[]; now: number }
   | { op: 'cancel'; id: string; now: number }
   | { op: 'retry'; id: string; now: number }
@@ -193,6 +196,7 @@ export interface Answers {
   unclaim: number;
   promote: null;
   heartbeat: string[];
+  started: null;
   finish: (FinishAnswer | null)[];
   cancel: ChangesWire | InvalidState | null;
   retry: ChangesWire | InvalidState | null;

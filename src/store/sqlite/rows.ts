@@ -53,6 +53,8 @@ export interface ExpiredRow {
   type: string;
   lease_owner: string;
   attempts: number;
+  /** 0 or 1 (SQLite has no boolean); Postgres answers a boolean. */
+  attempt_started: number | boolean;
   max_attempts: number;
   backoff_initial_ms: number;
   backoff_factor: number;
@@ -66,6 +68,7 @@ export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
     type: row.type,
     owner: row.lease_owner,
     attempt: row.attempts,
+    started: row.attempt_started === true || row.attempt_started === 1,
     maxAttempts: row.max_attempts,
     backoff: {
       initialMs: row.backoff_initial_ms,

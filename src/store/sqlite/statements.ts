@@ -73,13 +73,23 @@ export function prepareStatements(db: Database.Database) {
        WHERE id = ? AND status IN ('scheduled', 'retrying') AND run_at = ?`,
     ),
     claim: prepare(
-      `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ?, lease_owner = ?,
-         lease_expires_at = ?, progress = NULL, run_at = NULL
+      `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ?, prior_started_at = started_at,
+         attempt_started = 0, lease_owner = ?, lease_expires_at = ?, progress = NULL, run_at = NULL
        WHERE id = ? AND status = 'queued'`,
     ),
     unclaim: prepare(
       `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = ?, ${CLEAR_LEASE}
        WHERE ${FENCE}`,
+    ),
+    started: prepare(`UPDATE jobs SET started_at = ?, attempt_started = 1 WHERE ${FENCE}`),
+    /** A rescued attempt whose handler never started: the job as it was before the claim. */
+    returnUnstarted: prepare<JobRow>(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND attempt_started = 0 RETURNING *`,
+    ),
+    returnUnstartedExpired: prepare<JobRow>(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND attempt_started = 0 AND lease_expires_at < ? RETURNING *`,
     ),
     heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
     complete: prepare(
@@ -141,8 +151,8 @@ export function prepareStatements(db: Database.Database) {
     ),
     expireAll: prepare(`UPDATE jobs SET lease_expires_at = 0 WHERE status = 'running'`),
     selectExpired: prepare<ExpiredRow>(
-      `SELECT id, type, lease_owner, attempts, max_attempts, backoff_initial_ms, backoff_factor, backoff_max_ms,
-         backoff_jitter
+      `SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
+         backoff_max_ms, backoff_jitter
        FROM jobs WHERE status = 'running' AND lease_expires_at < ? LIMIT ?`,
     ),
     countByStatus: prepare<{ status: JobStatus; priority: number; n: number }>(

@@ -45,6 +45,7 @@ import type {
   ScheduleDefinition,
   ScheduleFire,
   StoreListener,
+  StartedAttempt,
   StoreOptions,
 } from '../store.js';
 import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
@@ -372,6 +373,18 @@ export class SqliteStore implements JobStore {
     return this.#call({ op: 'heartbeat', owner, ids, expiresAt: this.#clock() + leaseMs }, 'lazy');
   }
 
+  /** Rides along with the next message to the store thread, like a claim. */
+  async started(items: StartedAttempt[]): Promise<void> {
+    const rows: StartedAttempt[] = [];
+    for (const item of items) {
+      const running = this.#running.get(item.id);
+      if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) continue;
+      running.wire.startedAt = item.startedAt;
+      rows.push(item);
+    }
+    if (rows.length > 0) await this.#call({ op: 'started', rows }, 'lazy');
+  }
+
   /**
    * Progress lives on this process's copy of the running job, not in the file: a
    * handler may report it many times a second, and it only matters while the attempt
@@ -413,7 +426,9 @@ export class SqliteStore implements JobStore {
               }
             : outcome.kind === 'failed'
               ? { kind: 'failed', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt }
-              : { kind: 'released', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt },
+              : outcome.kind === 'released'
+                ? { kind: 'released', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt }
+                : { kind: 'unstarted' },
       };
     });
     // Outcomes ride along for up to LAZY_FLUSH_MS: a burst of finishes then shares one
@@ -424,6 +439,11 @@ export class SqliteStore implements JobStore {
       if (answer === null) return null;
       const mine = copies[i] ?? null;
       if (mine !== null && this.#running.get(item.id) === mine) this.#running.delete(item.id);
+      if (answer.status === 'queued' && answer.job !== null) {
+        // An attempt that never started, given back: as it was before its claim.
+        this.#applyOne(answer.job);
+        return { status: answer.status, others: 0 };
+      }
       let wire: JobWire | null = answer.job;
       if (mine !== null) {
         wire = mine.wire;

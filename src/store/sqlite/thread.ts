@@ -97,6 +97,9 @@ function run(t: SqliteTransitions, op: Op): unknown {
       return null;
     case 'heartbeat':
       return t.heartbeat(op.owner, op.ids, op.expiresAt);
+    case 'started':
+      t.started(op.rows);
+      return null;
     case 'finish':
       return t.finish(op.rows, op.now);
     case 'cancel':

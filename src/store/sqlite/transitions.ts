@@ -27,6 +27,7 @@ import type {
   Schedule,
   ScheduleDefinition,
   ScheduleFire,
+  StartedAttempt,
 } from '../store.js';
 import type {
   Answers,
@@ -379,6 +380,10 @@ export class SqliteTransitions {
     return lost;
   }
 
+  started(rows: StartedAttempt[]): void {
+    for (const row of rows) this.#s.started.run(row.startedAt, row.id, row.attempt, row.owner);
+  }
+
   finish(rows: FinishRow[], now: number): (FinishAnswer | null)[] {
     return rows.map((row) => this.#finishOne(row, now));
   }
@@ -390,6 +395,16 @@ export class SqliteTransitions {
     const expiry = item.expired ? [now] : [];
     let status: JobStatus;
     let retryAt: number | null = null;
+    if (outcome.kind === 'unstarted') {
+      const statement = item.expired ? this.#s.returnUnstartedExpired : this.#s.returnUnstarted;
+      const row = statement.get(...fence, ...expiry);
+      if (row === undefined) return null;
+      this.#track(row.priority, 'running', 'queued');
+      // The main thread puts it back in its ready index from this copy.
+      const job = toWire(row);
+      job.parents = this.#parents(job.dependsOn);
+      return { status: 'queued', retryAt: null, job, others: [] };
+    }
     if (outcome.kind === 'completed') {
       const statement = item.expired ? this.#s.completeExpired : this.#s.complete;
       if (statement.run(started, outcome.resultText, outcome.progressText, now, ...fence, ...expiry).changes === 0)

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { type KilnProcess, killAllKilns, spawnKiln } from '../support/kiln-process.js';
+
+/**
+ * A server killed while each of its threads holds a look-ahead: those jobs show
+ * `running` but their handlers never started, so the restart gives their attempts back
+ * instead of counting them against `maxAttempts`.
+ */
+describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-crash-look-ahead-'));
+  const env = { KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`, KILN_THREADS: '2' };
+  after(async () => {
+    await killAllKilns();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function submit(kiln: KilnProcess, body: object): Promise<string> {
+    const response = await kiln.request('POST', '/v1/jobs', body);
+    assert.equal(response.status, 201, response.text);
+    return response.body.id;
+  }
+
+  it('runs the look-aheads after the restart without using an attempt, even with maxAttempts 1', async () => {
+    const first = await spawnKiln(env);
+    const quick = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
+    // One held job per thread, each started for certain before the next is submitted.
+    const held: string[] = [];
+    for (let thread = 0; thread < 2; thread++) {
+      const id = await submit(first, {
+        type: 'test.steps',
+        payload: { dir, steps: 1 },
+        maxAttempts: 3,
+        backoff: quick,
+      });
+      // test.steps reports 0 % as its handler starts.
+      await first.waitForProgress(id);
+      held.push(id);
+    }
+    // One look-ahead per thread: claimed (running), its thread busy with the held job.
+    const lookAheads: string[] = [];
+    for (const label of ['a', 'b']) {
+      const id = await submit(first, { type: 'test.sequence', payload: { label }, maxAttempts: 1 });
+      await first.waitForStatus(id, 'running');
+      lookAheads.push(id);
+    }
+    for (const id of lookAheads) {
+      // Read from the file: the claim is stored, not only known to the process.
+      const stored = await first.request('GET', `/v1/jobs/${id}`);
+      assert.equal(stored.body.status, 'running', stored.text);
+      assert.equal(stored.body.attempts, 1, stored.text);
+    }
+    const queue = await first.request('GET', '/v1/queue');
+    assert.equal(queue.body.threads.busy, 2, queue.text);
+
+    first.child.kill('SIGKILL');
+    assert.equal((await first.exited).signal, 'SIGKILL');
+
+    // The held jobs run again too; released now, they do not hold the threads after the restart.
+    writeFileSync(join(dir, 'step-1'), '');
+    const second = await spawnKiln(env);
+    for (const id of lookAheads) {
+      const job = await second.waitForJob(id);
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      assert.equal(job.attempts, 1, `only the attempt after the restart counts: ${JSON.stringify(job)}`);
+      assert.equal(job.error, null, JSON.stringify(job));
+    }
+    for (const id of held) assert.equal((await second.waitForJob(id)).status, 'completed');
+    second.child.kill('SIGTERM');
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+  });
+});
