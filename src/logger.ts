@@ -13,7 +13,7 @@ export function createLogger(
   isTerminal: boolean = process.stdout.isTTY === true,
 ): FastifyBaseLogger {
   const pretty = config.logFormat === 'pretty' || (config.logFormat === 'auto' && isTerminal);
-  if (!pretty) return pino({ level: config.logLevel }) as FastifyBaseLogger;
+  if (!pretty) return pino({ level: config.logLevel }, standardOutput()) as FastifyBaseLogger;
   const stream = pinoPretty({
     colorize: isTerminal,
     singleLine: true,
@@ -24,4 +24,19 @@ export function createLogger(
     sync: true,
   });
   return pino({ level: config.logLevel }, stream) as FastifyBaseLogger;
+}
+
+/**
+ * Standard output as pino writes it by default (asynchronous, flushed at exit), except
+ * that a write it cannot make (the disk under a log file full, a pipe gone) drops lines
+ * instead of ending the process: pino's own stream re-emits such errors, and an 'error'
+ * nobody listens to is thrown. The lines are lost; writing resumes once the output takes
+ * them again.
+ */
+function standardOutput(): pino.DestinationStream {
+  const stream = pino.destination({ dest: 1, sync: false });
+  stream.on('error', () => {
+    // Nowhere to say it: the log is what failed.
+  });
+  return stream;
 }

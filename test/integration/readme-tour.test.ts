@@ -67,8 +67,10 @@ function masked(text: string): string {
       .replace(/"progress":(null|\{"percent":\d+,"message":null\})/g, '"progress":<progress>')
       // A spin ends at the first look at the clock past its end: later on a busy machine.
       .replace(/"spunMs":[\d.]+/g, '"spunMs":<ms>')
-      // A thread whose attempt was just cancelled is busy until it has stopped.
+      // A thread whose attempt was just cancelled is busy until it has stopped, and is
+      // counted again once its replacement has started.
       .replace(/"busy":\d+/g, '"busy":<n>')
+      .replace(/"threads":\{"size":\d+/g, '"threads":{"size":<n>')
       .replace(/^kiln_pool_busy_threads \d+$/gm, 'kiln_pool_busy_threads <n>')
   );
 }
