@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { startServer } from '../support/kiln.js';
-import { captureLog } from '../support/log-capture.js';
+import { captureLog } from '../support/log-lines.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -23,7 +23,7 @@ after(async () => {
 
 describe('refused outcomes (KILN_TEST_PG)', () => {
   it('logs and counts an outcome the fence refused, with its reason', { timeout: 60_000 }, async () => {
-    const log = captureLog('warn');
+    const log = captureLog();
     const server = await startServer({ KILN_STORE: TEST_PG_URL, KILN_PG_SCHEMA: schema }, undefined, {
       logger: log.logger,
     });
@@ -37,7 +37,7 @@ describe('refused outcomes (KILN_TEST_PG)', () => {
       await db.query(`UPDATE "${schema}".jobs SET attempts = attempts + 1 WHERE id = $1`, [id]);
       writeFileSync(release, '');
 
-      const line = await log.next((l) => l.job === id && typeof l.reason === 'string');
+      const line = await log.waitFor((l) => l.job === id && typeof l.reason === 'string', 'the refused outcome');
       assert.equal(line.reason, 'rerun');
       assert.equal(line.attempt, 1);
       assert.equal(line.outcome, 'completed');

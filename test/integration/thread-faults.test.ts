@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
-import pino from 'pino';
 import { startServer, type TestServer } from '../support/kiln.js';
+import { captureLog } from '../support/log-lines.js';
 import { repoRoot } from '../support/paths.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
@@ -13,13 +12,6 @@ import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js
  */
 
 const tasksDir = `${repoRoot}test/fixtures/tasks`;
-
-/** A logger that keeps its JSON lines, for the test to read. */
-function recordingLogger(): { logger: FastifyBaseLogger; lines: Array<Record<string, unknown>> } {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) };
-  return { logger: pino({ level: 'info' }, stream) as FastifyBaseLogger, lines };
-}
 
 async function submit(server: TestServer, body: Record<string, unknown>): Promise<string> {
   const response = await server.request('POST', '/v1/jobs', body);
@@ -43,7 +35,7 @@ const STORES = [
 for (const [storeName, storeEnv] of STORES) {
   describe(`a crash is charged to the job whose work raised it (${storeName})`, () => {
     let server: TestServer;
-    const log = recordingLogger();
+    const log = captureLog();
     before(async () => {
       server = await startServer({ ...storeEnv, KILN_TASKS_DIR: tasksDir }, undefined, { logger: log.logger });
     });
