@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { startServer } from '../support/kiln.js';
+import { resumeAndExpectEachRanOnce, startServer } from '../support/kiln.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { mountSmallDisk, smallDiskSkip } from '../support/small-disk.js';
 
@@ -66,12 +66,7 @@ describe('the SQLite file on a disk that fills up', () => {
           assert.equal(after.status, 201, after.text);
           accepted.push(after.body.id as string);
           assert.equal((await server.request('GET', '/v1/queue')).body.pending, accepted.length);
-          await server.request('POST', '/v1/queue/resume');
-          for (const id of accepted) {
-            const job = await server.waitForJob(id);
-            assert.equal(job.status, 'completed', JSON.stringify(job));
-            assert.equal(job.attempts, 1, `job ${id} ran once`);
-          }
+          await resumeAndExpectEachRanOnce(server, accepted);
         } finally {
           await server.close();
         }

@@ -4,7 +4,7 @@ import { closeSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { requestJson } from '../support/http.js';
-import { inheritedEnv, mainScript } from '../support/kiln-process.js';
+import { kilnProcessEnv, mainScript } from '../support/kiln-process.js';
 import { fixtureTasksDir } from '../support/paths.js';
 import { pollUntil } from '../support/poll.js';
 import { mountSmallDisk, smallDiskSkip } from '../support/small-disk.js';
@@ -23,16 +23,12 @@ describe('a server whose log is on a full disk', { skip: smallDiskSkip() }, () =
       const logPath = join(disk.dir, 'kiln.log');
       const out = openSync(logPath, 'a');
       const child = spawn(process.execPath, [mainScript], {
-        env: {
-          ...inheritedEnv(),
-          PORT: '0',
-          HOST: '127.0.0.1',
+        env: kilnProcessEnv({
           KILN_STORE: 'memory',
           KILN_THREADS: '1',
           KILN_TASKS_DIR: fixtureTasksDir,
-          LOG_LEVEL: 'info',
           LOG_FORMAT: 'json',
-        },
+        }),
         stdio: ['ignore', out, out],
       });
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

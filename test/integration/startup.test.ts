@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { inheritedEnv, killAllKilns, mainScript, spawnKiln } from '../support/kiln-process.js';
+import { inheritedEnv, kilnProcessEnv, killAllKilns, mainScript, spawnKiln } from '../support/kiln-process.js';
 import { collect, watchOutput } from '../support/cli.js';
 import { fixtureTasksDir, repoRoot } from '../support/paths.js';
 
@@ -137,15 +137,7 @@ describe('logs', () => {
 async function onTerminal(env: Record<string, string>): Promise<{ lines: string[] }> {
   const child: ChildProcess = spawn('script', ['-qfec', `exec "${process.execPath}" "${mainScript}"`, '/dev/null'], {
     cwd: repoRoot,
-    env: {
-      ...inheritedEnv(),
-      PORT: '0',
-      HOST: '127.0.0.1',
-      KILN_STORE: 'memory',
-      KILN_THREADS: '1',
-      LOG_LEVEL: 'info',
-      ...env,
-    },
+    env: kilnProcessEnv({ KILN_STORE: 'memory', KILN_THREADS: '1', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = watchOutput(child);

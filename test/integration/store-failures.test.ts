@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { startServer } from '../support/kiln.js';
+import { resumeAndExpectEachRanOnce, startServer } from '../support/kiln.js';
 
 /**
  * Resolves when the store has started a new thread and rebuilt its index (its `ready`
@@ -65,12 +65,7 @@ describe('the store failing under the HTTP API', () => {
       const queue = await server.request('GET', '/v1/queue');
       assert.equal(queue.body.pending, accepted.length);
 
-      await server.request('POST', '/v1/queue/resume');
-      for (const id of accepted) {
-        const job = await server.waitForJob(id);
-        assert.equal(job.status, 'completed', JSON.stringify(job));
-        assert.equal(job.attempts, 1, `job ${id} ran once`);
-      }
+      await resumeAndExpectEachRanOnce(server, accepted);
     } finally {
       await server.close();
     }

@@ -62,6 +62,14 @@ export function inheritedEnv(): Record<string, string> {
 }
 
 /**
+ * The environment of a Kiln process a test starts: nothing of the test's own KILN_*
+ * variables, a free port on 127.0.0.1, info logs, then `env`.
+ */
+export function kilnProcessEnv(env: Record<string, string>): Record<string, string> {
+  return { ...inheritedEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
+}
+
+/**
  * Starts Kiln on a free port (PORT=0; the bound address is read from the log) and
  * resolves once it serves. The process inherits nothing of the test's own KILN_*
  * environment: only `env` configures it.
@@ -69,15 +77,7 @@ export function inheritedEnv(): Record<string, string> {
 export async function spawnKiln(env: Record<string, string>): Promise<KilnProcess> {
   const child = spawn(process.execPath, [mainScript], {
     cwd: repoRoot,
-    env: {
-      ...inheritedEnv(),
-      PORT: '0',
-      HOST: '127.0.0.1',
-      KILN_THREADS: '2',
-      KILN_TASKS_DIR: fixtureTasksDir,
-      LOG_LEVEL: 'info',
-      ...env,
-    },
+    env: kilnProcessEnv({ KILN_THREADS: '2', KILN_TASKS_DIR: fixtureTasksDir, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);

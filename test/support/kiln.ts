@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,4 +82,14 @@ export async function startServer(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Resumes dispatch and waits for each of `ids`: every one completes, in one attempt. */
+export async function resumeAndExpectEachRanOnce(server: TestServer, ids: readonly string[]): Promise<void> {
+  await server.request('POST', '/v1/queue/resume');
+  for (const id of ids) {
+    const job = await server.waitForJob(id);
+    assert.equal(job.status, 'completed', JSON.stringify(job));
+    assert.equal(job.attempts, 1, `job ${id} ran once`);
+  }
 }
