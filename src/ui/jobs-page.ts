@@ -17,6 +17,25 @@ function filterOf(query: URLSearchParams): JobFilter {
   return filter;
 }
 
+/** The filter form's fields as the user has set them, for the filter in the location they began from. */
+interface Draft {
+  filterKey: string;
+  status: JobStatus[];
+  type: string;
+  group: string;
+  schedule: string;
+}
+
+function draftOf(filterKey: string, filter: JobFilter): Draft {
+  return {
+    filterKey,
+    status: filter.status ?? [],
+    type: filter.type ?? '',
+    group: filter.group ?? '',
+    schedule: filter.schedule ?? '',
+  };
+}
+
 /** The job list: filters in the location hash (so a filtered list can be linked), pages by cursor. */
 export function JobsPage({ query }: { query: URLSearchParams }) {
   const filter = filterOf(query);
@@ -36,15 +55,24 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
     REFRESH_MS,
   );
   const tasks = useLoad(() => api.tasks(), 'tasks');
+  // What the form shows is its own state, begun from the filter in the location: the list
+  // refreshes every few seconds, and a render from the location would undo what the user
+  // has ticked or typed but not yet applied.
+  const [draft, setDraft] = useState<Draft>(() => draftOf(filterKey, filter));
+  const form = draft.filterKey === filterKey ? draft : draftOf(filterKey, filter);
+  const edit = (change: Partial<Draft>) => setDraft({ ...form, ...change });
+  const toggle = (status: JobStatus, on: boolean) =>
+    edit({ status: on ? [...form.status, status] : form.status.filter((each) => each !== status) });
+  const text = (field: (typeof TEXT_FILTERS)[number]) => (event: Event) =>
+    edit({ [field]: (event.target as HTMLInputElement | HTMLSelectElement).value });
 
   const apply = (event: Event) => {
     event.preventDefault();
-    const form = new FormData(event.target as HTMLFormElement);
     const next = new URLSearchParams();
-    const statuses = form.getAll('status').map(String);
+    const statuses = JOB_STATUSES.filter((status) => form.status.includes(status));
     if (statuses.length > 0) next.set('status', statuses.join(','));
     for (const field of TEXT_FILTERS) {
-      const value = String(form.get(field) ?? '').trim();
+      const value = form[field].trim();
       if (value !== '') next.set(field, value);
     }
     location.hash = `#/jobs${next.size > 0 ? `?${next.toString()}` : ''}`;
@@ -61,7 +89,8 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
                 type="checkbox"
                 name="status"
                 value=${status}
-                checked=${filter.status?.includes(status) ?? false}
+                checked=${form.status.includes(status)}
+                onChange=${(event: Event) => toggle(status, (event.target as HTMLInputElement).checked)}
               />
               ${status}
             </label>`,
@@ -69,15 +98,17 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
       </fieldset>
       <label
         >Type
-        <select name="type">
-          <option value="">any</option>
+        <select name="type" onChange=${text('type')}>
+          <option value="" selected=${form.type === ''}>any</option>
           ${(tasks.data ?? []).map(
-            (task) => html`<option value=${task.name} selected=${filter.type === task.name}>${task.name}</option>`,
+            (task) => html`<option value=${task.name} selected=${form.type === task.name}>${task.name}</option>`,
           )}
         </select>
       </label>
-      <label>Group <input name="group" value=${filter.group ?? ''} placeholder="any" /></label>
-      <label>Schedule <input name="schedule" value=${filter.schedule ?? ''} placeholder="any" /></label>
+      <label>Group <input name="group" value=${form.group} onInput=${text('group')} placeholder="any" /></label>
+      <label
+        >Schedule <input name="schedule" value=${form.schedule} onInput=${text('schedule')} placeholder="any"
+      /></label>
       <div class="buttons">
         <button type="submit">Apply</button>
         <a class="button secondary" href="#/jobs">Clear</a>

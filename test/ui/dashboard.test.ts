@@ -126,6 +126,11 @@ describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
     const { page, errors } = await open('#/jobs');
     await page.locator('input[name=status][value=completed]').check();
     await page.locator('select[name=type]').selectOption('test.sequence');
+    // The list refreshes while the user fills the form: what is ticked and chosen stays.
+    await page.waitForResponse((response) => /\/v1\/jobs\?/.test(response.url()));
+    await waitForRows(page, '[data-testid=job-table]', 25);
+    assert.equal(await page.locator('input[name=status][value=completed]').isChecked(), true);
+    assert.equal(await page.locator('select[name=type]').inputValue(), 'test.sequence');
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.waitForURL(/#\/jobs\?status=completed&type=test\.sequence$/);
     await waitForRows(page, '[data-testid=job-table]', 25);
