@@ -19,23 +19,23 @@ import type {
   TaskLimits,
 } from '../store/store.js';
 import { isInvalidState } from '../store/store.js';
+import { type Clock, systemClock } from '../time/clock.js';
+import { KILN_VERSION } from '../version.js';
 import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
-import { threadEndLine } from './thread-end-log.js';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import { validatePayload } from '../workers/registry.js';
-import { KILN_VERSION } from '../version.js';
-import { type Clock, systemClock } from './clock.js';
-import { Dispatcher } from './dispatcher.js';
+import { Dispatcher } from './dispatch/dispatcher.js';
+import type { MicroBatchOptions } from './dispatch/micro-batch.js';
+import { Rescuer } from './dispatch/rescuer.js';
+import { effectiveLimits } from './dispatch/task-limits.js';
 import { type FieldIssue, KilnError, notFound, noSuchTask, validationError } from './errors.js';
 import { JobEvents } from './events.js';
-import { JobStats } from './job-stats.js';
-import { KilnMetrics } from './metrics.js';
-import { RateWindow } from './rate-window.js';
-import type { MicroBatchOptions } from './micro-batch.js';
-import { Rescuer } from './rescuer.js';
-import { ScheduleRunner } from './schedule-runner.js';
-import { effectiveLimits } from './task-limits.js';
+import { ScheduleRunner } from './schedules/schedule-runner.js';
+import { JobStats } from './statistics/job-stats.js';
+import { KilnMetrics } from './statistics/metrics.js';
+import { RateWindow } from './statistics/rate-window.js';
+import { threadEndLine } from './thread-end-log.js';
 
 /** The dedupe key of a job without an explicit one: SHA-256 of its type and canonical payload. */
 export function dedupeKeyOf(type: string, payload: unknown): string {
