@@ -3,8 +3,7 @@ import { callbackUrlProblem } from './callbacks/address-guard.js';
 import { CallbackDeliveryService } from './callbacks/delivery-service.js';
 import type { Config } from './config.js';
 import type { Backoff } from './jobs/model.js';
-import type { Clock } from './scheduler/clock.js';
-import type { MicroBatchOptions } from './scheduler/micro-batch.js';
+import type { MicroBatchOptions } from './scheduler/dispatch/micro-batch.js';
 import { Scheduler } from './scheduler/scheduler.js';
 import { createLogger } from './logger.js';
 import { buildApp, type KilnApp } from './server/app.js';
@@ -12,6 +11,7 @@ import { renderJob } from './server/render.js';
 import { openStore } from './store/open-store.js';
 import { KILN_VERSION } from './version.js';
 import type { JobStore } from './store/store.js';
+import type { Clock } from './time/clock.js';
 import { WorkerPool } from './workers/pool.js';
 import { loadTasks, type TaskRegistry } from './workers/registry.js';
 

@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto';
 import { Agent, fetch } from 'undici';
 import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { retryDelayMs } from '../jobs/backoff.js';
-import { settleWithin } from '../scheduler/clock.js';
 import type { Backoff, Job } from '../jobs/model.js';
 import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
+import { settleWithin } from '../time/settle-within.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
 import { signatureHeader } from './signature.js';
 

@@ -1,3 +1,5 @@
+import { isStoreError } from '../store/errors.js';
+
 /**
  * The errors the scheduler answers with. Each has a stable code; the HTTP layer maps
  * codes to statuses and problem documents in one place (src/server/problems.ts).
@@ -51,4 +53,14 @@ export function noSuchTask(name: string): KilnError {
 export function validationError(issues: FieldIssue[]): KilnError {
   const detail = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
   return new KilnError('validation_error', detail, { issues });
+}
+
+/** A store that cannot write now answers 503 store_unavailable; anything else stays as it is. */
+export function unavailable(error: unknown): never {
+  if (isStoreError(error, 'store_unavailable') || isStoreError(error, 'store_closed')) {
+    throw new KilnError('store_unavailable', `the job store cannot be reached: ${error.message}`, {
+      retryAfterSeconds: 1,
+    });
+  }
+  throw error;
 }

@@ -7,8 +7,12 @@ import {
   MAX_PRIORITY,
   MIN_PRIORITY,
 } from '../jobs/model.js';
-import { isTimeZone, Timetable } from '../scheduler/cron.js';
-import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from '../scheduler/job-stats.js';
+import { isTimeZone, Timetable } from '../scheduler/schedules/cron.js';
+import {
+  STATS_BUCKET_MS,
+  STATS_MAX_WINDOW_SECONDS,
+  STATS_MIN_WINDOW_SECONDS,
+} from '../scheduler/statistics/job-stats.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from '../store/store.js';
 import { PROBLEM_CODES, type ProblemCode } from './problems.js';
 

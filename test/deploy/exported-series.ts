@@ -1,5 +1,5 @@
 import { JOB_STATUSES, type JobStatus } from '../../src/jobs/model.js';
-import { type AttemptMetricOutcome, KilnMetrics } from '../../src/scheduler/metrics.js';
+import { type AttemptMetricOutcome, KilnMetrics } from '../../src/scheduler/statistics/metrics.js';
 import { alternatives, exprNames } from './promql.js';
 
 /** One series name a query may read, with its labels and, for labels of a fixed set, their values. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ATTEMPT_METRIC_OUTCOMES, JOB_SECONDS_BUCKETS } from '../../src/scheduler/metrics.js';
+import { ATTEMPT_METRIC_OUTCOMES, JOB_SECONDS_BUCKETS } from '../../src/scheduler/statistics/metrics.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 /** The samples of one metric in an exposition: labels and value. */

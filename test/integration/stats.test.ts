@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { STATS_BUCKET_MS } from '../../src/scheduler/job-stats.js';
+import { STATS_BUCKET_MS } from '../../src/scheduler/statistics/job-stats.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 describe('GET /v1/stats', () => {

@@ -9,8 +9,8 @@ import {
   type NewJob,
   PRIORITY_LEVELS,
 } from '../../src/jobs/model.js';
-import { Rescuer } from '../../src/scheduler/rescuer.js';
-import { decideExpired } from '../../src/scheduler/retry-policy.js';
+import { Rescuer } from '../../src/scheduler/dispatch/rescuer.js';
+import { decideExpired } from '../../src/scheduler/dispatch/retry-policy.js';
 import {
   type AttemptOutcome,
   type Changes,

@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/scheduler/clock.js';
+import type { Clock } from '../../src/time/clock.js';
 
 /**
  * A clock that stands still until a test moves it, with timers that fire as it moves:

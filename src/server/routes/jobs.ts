@@ -2,7 +2,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isTerminal, type Job } from '../../jobs/model.js';
 import { notFound, validationError } from '../../scheduler/errors.js';
-import type { Scheduler, SubmitItem } from '../../scheduler/scheduler.js';
+import type { Scheduler } from '../../scheduler/scheduler.js';
+import type { SubmitItem } from '../../scheduler/submission.js';
 import { renderDelivery, renderJob, renderSummary } from '../render.js';
 import {
   type BatchItem,

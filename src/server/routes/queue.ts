@@ -1,4 +1,5 @@
-import type { Scheduler, TaskInfo } from '../../scheduler/scheduler.js';
+import type { Scheduler } from '../../scheduler/scheduler.js';
+import type { TaskInfo } from '../../scheduler/task-limit-overrides.js';
 import type { LimitOverride } from '../../store/store.js';
 import {
   limitsOverrideSchema,

@@ -1,5 +1,5 @@
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { STATS_BUCKET_MS } from '../../scheduler/job-stats.js';
+import { STATS_BUCKET_MS } from '../../scheduler/statistics/job-stats.js';
 import { problemResponses } from '../openapi.js';
 import { statsQuerySchema, statsSchema } from '../schemas.js';
 import type { TypedApp } from '../typed-app.js';

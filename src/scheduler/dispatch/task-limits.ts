@@ -1,4 +1,4 @@
-import type { LimitOverride, TaskLimits } from '../store/store.js';
+import type { LimitOverride, TaskLimits } from '../../store/store.js';
 
 /** When a held type is only waiting to learn when an attempt started: look again this soon. */
 const START_UNKNOWN_RECHECK_MS = 5;

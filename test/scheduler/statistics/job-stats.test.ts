@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { JobStats, STATS_BUCKET_MS } from '../../src/scheduler/job-stats.js';
-import { HISTOGRAM_BINS, LatencyHistogram } from '../../src/scheduler/latency-histogram.js';
-import { FakeClock } from '../support/fake-clock.js';
+import { JobStats, STATS_BUCKET_MS } from '../../../src/scheduler/statistics/job-stats.js';
+import { HISTOGRAM_BINS, LatencyHistogram } from '../../../src/scheduler/statistics/latency-histogram.js';
+import { FakeClock } from '../../support/fake-clock.js';
 
 /** Within the histogram's promise of ±4.5 % of the true value. */
 function near(actual: number | null, expected: number): void {

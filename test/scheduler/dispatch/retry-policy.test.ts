@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decideAttempt, decideExpired } from '../../src/scheduler/retry-policy.js';
+import { decideAttempt, decideExpired } from '../../../src/scheduler/dispatch/retry-policy.js';
 
 const NOW = 1_700_000_000_000;
 const half = () => 0.5;

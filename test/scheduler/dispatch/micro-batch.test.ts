@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MicroBatching, TINY_JOB_MS } from '../../src/scheduler/micro-batch.js';
+import { MicroBatching, TINY_JOB_MS } from '../../../src/scheduler/dispatch/micro-batch.js';
 
 describe('micro-batch sizing', () => {
   it('batches a type only after three samples under the threshold', () => {

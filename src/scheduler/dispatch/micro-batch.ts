@@ -1,4 +1,4 @@
-import type { ClaimRequest } from '../store/store.js';
+import type { ClaimRequest } from '../../store/store.js';
 
 /** Attempts shorter than this (mean, inside the thread) are batched. */
 export const TINY_JOB_MS = 0.5;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { effectiveLimits, TaskLimiter } from '../../src/scheduler/task-limits.js';
+import { effectiveLimits, TaskLimiter } from '../../../src/scheduler/dispatch/task-limits.js';
 
 /** A clock the test moves. */
 function fakeClock(start = 1_000_000): { now: () => number; set(t: number): void } {

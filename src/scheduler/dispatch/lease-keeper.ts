@@ -1,5 +1,5 @@
-import { FaultLog, type FaultLogger } from '../fault-log.js';
-import type { JobStore } from '../store/store.js';
+import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import type { JobStore } from '../../store/store.js';
 
 export interface LeaseKeeperOptions {
   store: JobStore;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { refusalReason } from '../../src/scheduler/refused-outcome.js';
+import { refusalReason } from '../../../src/scheduler/dispatch/refused-outcome.js';
 
 describe('refusalReason', () => {
   it('reads why an outcome of attempt 2 was refused from the job as it is now', () => {

@@ -1,17 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { FaultLog, type FaultLogger } from '../fault-log.js';
-import type { JobError } from '../jobs/model.js';
-import type { AttemptOutcome, ClaimedJob, FinishItem, JobStore } from '../store/store.js';
-import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
-import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';
-import { settleWithin } from './clock.js';
+import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import type { ClaimedJob, JobStore } from '../../store/store.js';
+import { settleWithin } from '../../time/settle-within.js';
+import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../../workers/pool.js';
+import type { AttemptInput, TaskAnswer } from '../../workers/protocol.js';
+import type { KilnMetrics } from '../statistics/metrics.js';
+import { AttemptStarts } from './attempt-start.js';
+import { type AbortReason, abortCause, type Batch } from './batch.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import type { KilnMetrics } from './metrics.js';
 import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
-import { refusalReason } from './refused-outcome.js';
-import { type AttemptEnd, decideAttempt } from './retry-policy.js';
+import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { TaskLimiter } from './task-limits.js';
+import { WakeTimers } from './wake-timers.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -31,32 +32,6 @@ export interface DispatcherOptions {
   taskTypes?: () => readonly string[];
   /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
   isolated?: (type: string) => boolean;
-}
-
-type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
-
-/** Why a thread was stopped, for the log line of its end. */
-const ABORT_CAUSES: Record<Exclude<AbortReason, 'timeout'>, string> = {
-  cancel: 'its job was cancelled',
-  shutdown: 'the server shut down before the attempt finished',
-  lease_lost: "its job's lease was lost",
-};
-
-/** One message to one thread: one job, or a micro-batch of tiny ones. */
-interface Batch {
-  jobs: ClaimedJob[];
-  /** Its word in the pool's attempt slots: whether the thread has started it. */
-  slot: number;
-  /** Taken back before its thread started it: the jobs go back first in line. */
-  recalled: boolean;
-  /** The best priority in it (claims go best first: the first job's). */
-  priority: number;
-  abortReason: AbortReason | null;
-  /** Jobs cancelled or whose lease was lost while the batch ran: their outcome is dropped. */
-  dropped: Set<string>;
-  timer: NodeJS.Timeout;
-  /** When this process claimed its jobs (Date.now()): their leases run from then at least. */
-  claimedAt: number;
 }
 
 /**
@@ -85,11 +60,12 @@ interface Batch {
  * start is recorded (or it ends): should this server die first, the rescue gives the
  * attempt back (retry-policy.ts, decideExpired).
  *
- * Each attempt has one timeout, here, counted from when its thread started it: when it
- * fires, handlers that await see ctx.signal abort and the thread is terminated at once.
+ * Each attempt has one timeout, counted from when its thread started it (attempt-start.ts):
+ * when it fires, handlers that await see ctx.signal abort and the thread is terminated at once.
  *
  * Timers: one per running message (its timeout), one for the store's earliest
- * `runAt`, the lease keeper's heartbeat. Never one per queued job.
+ * `runAt` and one for a rate limit's next token (wake-timers.ts), the lease keeper's
+ * heartbeat. Never one per queued job. Outcomes are decided and written in outcomes.ts.
  */
 export class Dispatcher {
   readonly #store: JobStore;
@@ -102,17 +78,15 @@ export class Dispatcher {
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   /** Task limits (concurrency, rate) as this server applies them. */
   readonly limiter = new TaskLimiter();
-  #limitTimer: NodeJS.Timeout | null = null;
-  #limitWakeAt: number | null = null;
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
-  /** Outcomes the store could not take yet, by job id. */
-  readonly #unwritten = new Map<string, FinishItem>();
-  #rewriteTimer: NodeJS.Timeout | null = null;
+  readonly #outcomes: OutcomeWriter;
+  readonly #outcomeContext: OutcomeContext;
+  readonly #wake: WakeTimers;
+  readonly #starts: AttemptStarts;
   readonly #claimFault: FaultLog;
-  readonly #writeFault: FaultLog;
   /** Set while claims back off after a failure: changes do not claim then, the timer does. */
   #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
@@ -121,8 +95,6 @@ export class Dispatcher {
   #stopped = false;
   #pumping = false;
   #pumpAgain = false;
-  #dueTimer: NodeJS.Timeout | null = null;
-  #dueAt: number | null = null;
   #idleWaiters: Array<() => void> = [];
   #messagesSent = 0;
   #attemptsSent = 0;
@@ -135,19 +107,46 @@ export class Dispatcher {
     this.#random = options.random ?? Math.random;
     this.#micro = new MicroBatching(options.microBatch ?? {});
     this.#claimFault = new FaultLog(options.log, { what: 'dispatch', random: this.#random });
-    this.#writeFault = new FaultLog(options.log, { what: 'writing outcomes', random: this.#random });
+    this.#outcomes = new OutcomeWriter({
+      store: options.store,
+      metrics: options.metrics,
+      log: options.log,
+      random: this.#random,
+      pump: () => this.pump(),
+    });
+    this.#outcomeContext = {
+      store: options.store,
+      metrics: options.metrics,
+      micro: this.#micro,
+      owner: this.owner,
+      random: this.#random,
+      isolated: options.isolated,
+    };
+    this.#starts = new AttemptStarts({
+      store: options.store,
+      slots: options.pool.slots,
+      owner: this.owner,
+      live: (batch) => !batch.recalled && this.#batches.has(batch),
+      timedOut: (batch) => this.#abortBatch(batch, 'timeout'),
+    });
+    this.#wake = new WakeTimers({
+      store: options.store,
+      pump: () => this.pump(),
+      stopped: () => this.#stopped,
+      paused: () => this.#paused,
+    });
     this.#leases = new LeaseKeeper({
       store: options.store,
       owner: this.owner,
       leaseMs: options.leaseMs,
       nodeLeaseMs: options.nodeLeaseMs ?? null,
-      running: () => [...this.#byJob.keys(), ...this.#unwritten.keys()],
+      running: () => [...this.#byJob.keys(), ...this.#outcomes.unwritten.keys()],
       lost: (id) => this.abandon(id, 'lease_lost'),
       held: (id) => {
         const batch = this.#byJob.get(id);
         const job = batch?.jobs.find((j) => j.id === id);
         if (batch !== undefined && job !== undefined) return { attempt: job.attempts, claimedAt: batch.claimedAt };
-        const unwritten = this.#unwritten.get(id);
+        const unwritten = this.#outcomes.unwritten.get(id);
         return unwritten === undefined ? undefined : { attempt: unwritten.attempt, claimedAt: 0 };
       },
       log: options.log,
@@ -172,10 +171,7 @@ export class Dispatcher {
   async stop(graceMs: number): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    if (this.#limitTimer !== null) clearTimeout(this.#limitTimer);
-    this.#limitTimer = null;
-    if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-    this.#dueTimer = null;
+    this.#wake.stop();
     if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
     this.#claimRetryTimer = null;
     // Look-aheads that have not started go back to the queue rather than wait for the grace.
@@ -185,13 +181,7 @@ export class Dispatcher {
       for (const batch of [...this.#batches]) this.#abortBatch(batch, 'shutdown');
     }
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
-    if (this.#rewriteTimer !== null) clearTimeout(this.#rewriteTimer);
-    this.#rewriteTimer = null;
-    // Outcomes still unwritten get one last try; if the store is still down they stay
-    // running in the file and the next start retries them as interrupted.
-    const unwritten = [...this.#unwritten.values()];
-    this.#unwritten.clear();
-    if (unwritten.length > 0) await this.#store.finish(unwritten).catch(() => undefined);
+    await this.#outcomes.flush();
     this.#leases.stop();
   }
 
@@ -336,7 +326,7 @@ export class Dispatcher {
         }
         // A job held by its rate limit is claimed when a token comes back; one held by its
         // concurrency when an attempt of its type ends, which pumps anyway.
-        this.#armLimitTimer(passed.size > 0 ? (allowance?.wakeAt ?? null) : null);
+        this.#wake.armLimit(passed.size > 0 ? (allowance?.wakeAt ?? null) : null);
         if (this.#stopped) {
           // Stopped while the claim read its jobs: they go back, unrun.
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
@@ -354,24 +344,8 @@ export class Dispatcher {
       }, waitMs);
       this.#claimRetryTimer.unref();
     } finally {
-      this.#armDueTimer();
+      this.#wake.armDue(this.#batches.size - this.#recalled < this.#options.threads * LOOK_AHEAD_DEPTH);
     }
-  }
-
-  #armLimitTimer(wakeAt: number | null): void {
-    if (wakeAt === null || this.#stopped) return;
-    if (this.#limitTimer !== null && this.#limitWakeAt !== null && this.#limitWakeAt <= wakeAt) return;
-    if (this.#limitTimer !== null) clearTimeout(this.#limitTimer);
-    this.#limitWakeAt = wakeAt;
-    this.#limitTimer = setTimeout(
-      () => {
-        this.#limitTimer = null;
-        this.#limitWakeAt = null;
-        this.pump();
-      },
-      Math.max(1, wakeAt - Date.now()),
-    );
-    this.#limitTimer.unref();
   }
 
   /** Attempts of each type this server runs now (a look-ahead included). */
@@ -382,38 +356,6 @@ export class Dispatcher {
       for (const job of batch.jobs) running.set(job.type, (running.get(job.type) ?? 0) + 1);
     }
     return running;
-  }
-
-  #armDueTimer(): void {
-    if (this.#stopped || this.#paused) return;
-    if (this.#batches.size - this.#recalled >= this.#options.threads * LOOK_AHEAD_DEPTH) {
-      // No thread is free: the next batch to end pumps (which promotes due jobs), so a
-      // timer would only wake to find nothing to do.
-      if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-      this.#dueTimer = null;
-      this.#dueAt = null;
-      return;
-    }
-    void this.#store.nextDueAt().then(
-      (dueAt) => {
-        if (this.#stopped || this.#paused) return;
-        if (dueAt === this.#dueAt && this.#dueTimer !== null) return;
-        if (this.#dueTimer !== null) clearTimeout(this.#dueTimer);
-        this.#dueTimer = null;
-        this.#dueAt = dueAt;
-        if (dueAt === null) return;
-        const delay = Math.min(Math.max(0, dueAt - this.#store.now()), 2 ** 31 - 1);
-        this.#dueTimer = setTimeout(() => {
-          this.#dueTimer = null;
-          this.#dueAt = null;
-          this.pump();
-        }, delay);
-        this.#dueTimer.unref();
-      },
-      () => {
-        // The store cannot answer now; it says when it is back ('ready'), which pumps and re-arms.
-      },
-    );
   }
 
   #run(jobs: ClaimedJob[]): void {
@@ -434,7 +376,7 @@ export class Dispatcher {
       priority: jobs[0]?.priority ?? 0,
       abortReason: null,
       dropped: new Set(),
-      timer: this.#timeout(() => batch, timeoutMs, timeoutMs),
+      timer: this.#starts.timeout(() => batch, timeoutMs, timeoutMs),
     };
     this.#batches.add(batch);
     if (this.limiter.active) {
@@ -442,7 +384,7 @@ export class Dispatcher {
     }
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
-    void this.#pool.slots.leftPosted(slot).then(() => this.#recordStart(batch));
+    void this.#pool.slots.leftPosted(slot).then(() => this.#starts.record(batch));
     const attempts: AttemptInput[] = [];
     for (const job of jobs) {
       this.#byJob.set(job.id, batch);
@@ -463,39 +405,6 @@ export class Dispatcher {
       .catch((error: unknown) => this.#options.onError('recording an attempt failed', error));
     this.#settling.add(settled);
     void settled.finally(() => this.#settling.delete(settled));
-  }
-
-  /** The thread started the message: its attempts count from now, whatever becomes of this server. */
-  #recordStart(batch: Batch): void {
-    // A settled batch's finish records its start itself (and its slot may serve another message by now).
-    if (!this.#batches.has(batch) || batch.recalled) return;
-    const startedAt = this.#pool.slots.startedAt(batch.slot);
-    if (startedAt === null) return;
-    const items = batch.jobs
-      .filter((job) => !batch.dropped.has(job.id))
-      .map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner, startedAt }));
-    // A start the store could not take leaves the attempt to be given back should this
-    // server die before it ends; the store's failure is reported by the writes that wait.
-    this.#store.started(items).catch(() => undefined);
-  }
-
-  /**
-   * The attempt's one timer, counted from when its thread started it: a look-ahead may
-   * wait for the message before it, so until it starts the timer only re-arms itself.
-   */
-  #timeout(batch: () => Batch, delayMs: number, timeoutMs: number): NodeJS.Timeout {
-    return setTimeout(
-      () => {
-        const current = batch();
-        if (current.recalled || !this.#batches.has(current)) return;
-        const started = this.#pool.slots.startedAt(current.slot);
-        const left = started === null ? timeoutMs : started + timeoutMs - Date.now();
-        if (left <= 0) this.#abortBatch(current, 'timeout');
-        else current.timer = this.#timeout(batch, left, timeoutMs);
-      },
-      // setTimeout's range ends at 2^31-1 ms; timeoutMs is at most a day.
-      Math.min(Math.max(delayMs, 1), 2 ** 31 - 1),
-    );
   }
 
   /**
@@ -528,20 +437,10 @@ export class Dispatcher {
         () => this.pump(),
         // The store cannot take them back now: they go the way of outcomes, kept (their
         // leases with them) and written again until it can, as attempts given back.
-        () => this.#write(back.map((job) => this.#givenBack(job))),
+        () => this.#outcomes.write(back.map((job) => givenBack(job, this.owner, this.#store.now()))),
       );
     this.#settling.add(released);
     void released.finally(() => this.#settling.delete(released));
-  }
-
-  #givenBack(job: ClaimedJob): FinishItem {
-    const error: JobError = {
-      code: 'interrupted',
-      message: 'claimed, then given back before it started',
-      attempt: job.attempts,
-    };
-    const outcome: AttemptOutcome = { kind: 'released', error, retryAt: this.#store.now() };
-    return { id: job.id, attempt: job.attempts, owner: this.owner, outcome };
   }
 
   #abortBatch(batch: Batch, reason: AbortReason): void {
@@ -549,11 +448,7 @@ export class Dispatcher {
     if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
-    const cause =
-      reason === 'timeout'
-        ? `ran longer than its timeout of ${Math.min(...batch.jobs.map((job) => job.timeoutMs))} ms`
-        : ABORT_CAUSES[reason];
-    this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', cause);
+    this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', abortCause(batch, reason));
   }
 
   #whenIdle(): Promise<void> {
@@ -582,88 +477,7 @@ export class Dispatcher {
       if (!batch.recalled) this.#giveBack(batch);
       return;
     }
-    const results = answer;
-    const now = this.#store.now();
-    const elapsedMs = Date.now() - started;
-    const alone = batch.jobs.length === 1;
-    for (const [index, job] of batch.jobs.entries()) {
-      if (job.readyAt !== null) this.#metrics.waited(job.type, Math.max(0, started - job.readyAt) / 1000);
-      // An isolated type is never learned, so never tiny: each of its attempts needs a thread of its own.
-      if (results !== null && this.#options.isolated?.(job.type) !== true) {
-        this.#micro.learn(job.type, results[index]?.ms ?? elapsedMs / batch.jobs.length);
-      }
-      // A broken batch cannot say which job was at fault: each runs alone next.
-      this.#micro.setSolo(job.id, !alone && results === null && batch.abortReason !== 'shutdown');
-    }
-    const seconds = elapsedMs / 1000 / batch.jobs.length;
-    const items: FinishItem[] = [];
-    for (const [index, job] of batch.jobs.entries()) {
-      if (batch.dropped.has(job.id)) {
-        this.#metrics.attempt(job.type, 'error', seconds);
-        continue;
-      }
-      // A handler that saw the abort (ctx.signal) and failed because of it, before its
-      // thread was stopped, failed of the abort: the abort's reason decides.
-      const answered = results?.[index];
-      const result = answered !== undefined && (batch.abortReason === null || answered.ok) ? answered : undefined;
-      let end: AttemptEnd;
-      if (result !== undefined) end = { kind: 'answered', result };
-      else if (batch.abortReason === 'timeout' || batch.abortReason === 'shutdown') {
-        end = { kind: 'aborted', reason: batch.abortReason };
-      } else end = { kind: 'crashed', cause: failure instanceof Error ? failure.message : String(failure) };
-      const { outcome, metric } = decideAttempt(job, end, alone, now, this.#random);
-      this.#metrics.attempt(job.type, metric, seconds);
-      items.push({ id: job.id, attempt: job.attempts, owner: this.owner, outcome, startedAt: started });
-    }
-    if (items.length > 0) await this.#write(items);
-  }
-
-  /**
-   * Writes outcomes. If the store cannot take them now (its thread is restarting, a
-   * transaction was lost), they are kept, their leases kept alive, and written again,
-   * with back-off, until the store takes them or refuses them (their lease is gone): an
-   * attempt that ended is never run again only because the store was briefly down.
-   */
-  async #write(items: FinishItem[]): Promise<void> {
-    let finished: Awaited<ReturnType<JobStore['finish']>>;
-    try {
-      finished = await this.#store.finish(items);
-    } catch (error) {
-      const waitMs = this.#writeFault.failed(error);
-      for (const item of items) this.#unwritten.set(item.id, item);
-      this.#rewriteTimer ??= setTimeout(() => {
-        this.#rewriteTimer = null;
-        const again = [...this.#unwritten.values()];
-        this.#unwritten.clear();
-        if (again.length > 0) void this.#write(again);
-      }, waitMs);
-      return;
-    }
-    this.#writeFault.succeeded();
-    // A retry that is due at once, or dependents made ready, may be work for a free thread.
-    if (finished.some((answer) => answer !== null && (answer.others > 0 || answer.status !== 'completed'))) {
-      this.pump();
-    }
-    const refused = items.filter((_, index) => finished[index] === null);
-    if (refused.length > 0) void this.#reportRefused(refused);
-  }
-
-  /**
-   * An outcome the store's fence refused: the attempt was no longer this server's to end.
-   * Rare by design (a cancel or a lost lease mid-attempt), so each is read back once to
-   * say why, logged and counted.
-   */
-  async #reportRefused(items: FinishItem[]): Promise<void> {
-    const jobs = await this.#store.getMany(items.map((item) => item.id)).catch(() => null);
-    const byId = new Map((jobs ?? []).map((job) => [job.id, job]));
-    for (const item of items) {
-      const job = jobs === null ? undefined : (byId.get(item.id) ?? null);
-      const reason = job === undefined ? 'unknown' : refusalReason(item.attempt, job);
-      this.#metrics.outcomeRefused(reason);
-      this.#options.log.warn(
-        { job: item.id, attempt: item.attempt, outcome: item.outcome.kind, reason, status: job?.status ?? null },
-        `the outcome of attempt ${item.attempt} of job ${item.id} was refused (${reason}): the attempt was no longer this server's`,
-      );
-    }
+    const items = batchOutcomes(batch, answer, failure, started, this.#outcomeContext);
+    if (items.length > 0) await this.#outcomes.write(items);
   }
 }

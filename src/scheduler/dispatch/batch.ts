@@ -1,0 +1,34 @@
+import type { ClaimedJob } from '../../store/store.js';
+
+export type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
+
+/** One message to one thread: one job, or a micro-batch of tiny ones. */
+export interface Batch {
+  jobs: ClaimedJob[];
+  /** Its word in the pool's attempt slots: whether the thread has started it. */
+  slot: number;
+  /** Taken back before its thread started it: the jobs go back first in line. */
+  recalled: boolean;
+  /** The best priority in it (claims go best first: the first job's). */
+  priority: number;
+  abortReason: AbortReason | null;
+  /** Jobs cancelled or whose lease was lost while the batch ran: their outcome is dropped. */
+  dropped: Set<string>;
+  timer: NodeJS.Timeout;
+  /** When this process claimed its jobs (Date.now()): their leases run from then at least. */
+  claimedAt: number;
+}
+
+/** Why a thread was stopped, for the log line of its end. */
+const ABORT_CAUSES: Record<Exclude<AbortReason, 'timeout'>, string> = {
+  cancel: 'its job was cancelled',
+  shutdown: 'the server shut down before the attempt finished',
+  lease_lost: "its job's lease was lost",
+};
+
+/** Why the batch's thread is stopped, for the log line of the thread's end. */
+export function abortCause(batch: Batch, reason: AbortReason): string {
+  return reason === 'timeout'
+    ? `ran longer than its timeout of ${Math.min(...batch.jobs.map((job) => job.timeoutMs))} ms`
+    : ABORT_CAUSES[reason];
+}
