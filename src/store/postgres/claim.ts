@@ -19,6 +19,14 @@ import { prefixed } from './sql.js';
 /** Candidates read by a micro-batched claim at most. */
 const MAX_CANDIDATES = 512;
 
+/** Batches of one job each, for a claim without micro-batching that still forms batches. */
+const SINGLE_JOBS: NonNullable<ClaimRequest['micro']> = {
+  costs: new Map<string, number>(),
+  budgetMs: 0,
+  maxJobs: 1,
+  solo: new Set<string>(),
+};
+
 /**
  * Under priority aging, when the first candidate of a level in claim order became
  * ready: a level ages as its next job in fair order, so the level with the best
@@ -146,33 +154,7 @@ export class PgClaim {
     this.#ctx.db.assertOpen();
     if (!this.#ctx.db.available || request.batches <= 0) return [];
     await this.#ctx.due.promoteIfDue();
-    const { micro } = request;
-    let rows: ClaimRow[];
-    let groups: string[][] | null = null;
-    if (request.limits !== undefined && request.limits !== null && request.limits.size > 0 && request.types) {
-      const claimed = await this.#claimLimited(request, request.limits, request.types);
-      rows = claimed.rows;
-      groups = claimed.groups;
-    } else if ((this.#ctx.options.priorityAgingMs ?? 0) > 0) {
-      const claimed = await this.#claimAged(request);
-      rows = claimed.rows;
-      groups = claimed.groups;
-    } else if (micro === null || micro.costs.size === 0) {
-      rows = (await this.#ctx.db.query<ClaimRow>(this.#sql.claim, [request.owner, request.batches, request.leaseMs]))
-        .rows;
-    } else {
-      const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
-      // The candidates must come in index order; a planner without statistics for a young
-      // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
-      const claimed = await this.#ctx.db.transaction(async (client) => {
-        const candidates = (await client.query<{ id: string; type: string }>(this.#sql.claimCandidates, [limit])).rows;
-        groups = formBatches(candidates, request.batches, micro);
-        const ids = groups.flat();
-        if (ids.length === 0) return [];
-        return (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
-      }, 'BEGIN; SET LOCAL enable_sort = off');
-      rows = claimed;
-    }
+    const { rows, groups } = await this.#claimRows(request);
     if (rows.length === 0) return [];
     const claimed = new Map<string, ClaimedRow>();
     const withParents: string[] = [];
@@ -199,7 +181,7 @@ export class PgClaim {
     const batches: ClaimedJob[][] =
       groups === null
         ? [...claimed.values()].sort(inClaimOrder).map(({ wire }) => [claimedOf(wire)])
-        : (groups as string[][])
+        : groups
             .map((ids) =>
               ids.flatMap((id) => (claimed.has(id) ? [claimedOf((claimed.get(id) as ClaimedRow).wire)] : [])),
             )
@@ -211,14 +193,44 @@ export class PgClaim {
     return batches;
   }
 
+  /** The claimed rows, and the batches they form (null: one job each, in claim order). */
+  async #claimRows(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] | null }> {
+    const { limits, types, micro } = request;
+    if (limits !== undefined && limits !== null && limits.size > 0 && types) {
+      return this.#claimLimited(request, limits, types);
+    }
+    if ((this.#ctx.options.priorityAgingMs ?? 0) > 0) return this.#claimAged(request);
+    if (micro === null || micro.costs.size === 0) return { rows: await this.#claimPlain(request), groups: null };
+    return this.#claimMicroBatched(request, micro);
+  }
+
+  /** A claim of single jobs: one statement, in claim order. */
+  async #claimPlain(request: ClaimRequest): Promise<ClaimRow[]> {
+    const values = [request.owner, request.batches, request.leaseMs];
+    return (await this.#ctx.db.query<ClaimRow>(this.#sql.claim, values)).rows;
+  }
+
+  /** A micro-batched claim: the candidates in claim order, the batches formed here, the chosen ones claimed. */
+  async #claimMicroBatched(
+    request: ClaimRequest,
+    micro: NonNullable<ClaimRequest['micro']>,
+  ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
+    // The candidates must come in index order; a planner without statistics for a young
+    // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
+    return this.#ctx.db.transaction(async (client) => {
+      const candidates = (await client.query<{ id: string; type: string }>(this.#sql.claimCandidates, [limit])).rows;
+      const groups = formBatches(candidates, request.batches, micro);
+      const ids = groups.flat();
+      if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
+      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      return { rows, groups };
+    }, 'BEGIN; SET LOCAL enable_sort = off');
+  }
+
   /** A claim under priority aging: candidates level by level, ordered by effective priority. */
   async #claimAged(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
-    const micro = request.micro ?? {
-      costs: new Map<string, number>(),
-      budgetMs: 0,
-      maxJobs: 1,
-      solo: new Set<string>(),
-    };
+    const micro = request.micro ?? SINGLE_JOBS;
     const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
     return this.#ctx.db.transaction(async (client) => {
       const candidates = (
@@ -250,12 +262,7 @@ export class PgClaim {
     const aging = this.#ctx.options.priorityAgingMs ?? 0;
     const limited = [...limits.keys()].sort();
     const perMs = limited.map((type) => limits.get(type)?.rateLimit?.perMs ?? 0);
-    const micro = request.micro ?? {
-      costs: new Map<string, number>(),
-      budgetMs: 0,
-      maxJobs: 1,
-      solo: new Set<string>(),
-    };
+    const micro = request.micro ?? SINGLE_JOBS;
     const perBatch = Math.max(1, micro.maxJobs);
     let passed: string[] = [];
     const result = await this.#ctx.db.transaction(async (client) => {

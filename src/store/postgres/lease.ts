@@ -135,7 +135,7 @@ export class PgLease {
     const rows = inIdOrder(items);
     // Concurrent with heartbeats and finishes of the same rows: each of them finds its rows
     // by id and fences in its UPDATE's own WHERE, so a start committed while one waits for
-    // a row's lock is seen, not missed (see sql.ts).
+    // a row's lock is seen, not missed (see `started` above).
     await this.#ctx.db.query(this.#sql.started, [
       rows.map((item) => item.id),
       rows.map((item) => item.attempt),

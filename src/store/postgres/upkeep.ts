@@ -72,13 +72,7 @@ export class PgUpkeep {
     if (this.#upkeepTimer !== null) clearInterval(this.#upkeepTimer);
   }
 
-  /**
-   * The jobs table churns: every job is updated at least twice and deleted once. Where
-   * autovacuum is off or slow to come (its defaults wait a minute, and scale with the
-   * table), the claim index fills with dead entries and the planner's statistics go
-   * stale. So one server at a time (an advisory lock) looks every few seconds and runs
-   * ANALYZE or VACUUM on `jobs` itself when the table's own counters say it is due.
-   */
+  /** One look, under the upkeep lock, at whether `jobs` wants ANALYZE or VACUUM. */
   async #upkeep(): Promise<void> {
     if (this.#upkeeping || !this.#db.available) return;
     this.#upkeeping = true;
