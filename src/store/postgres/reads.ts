@@ -1,7 +1,7 @@
 /** Reads on PostgreSQL: jobs by id, the list a page at a time, and the counts. */
 import type { Job, JobStatus } from '../../jobs/model.js';
 import { JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
-import { decodeCursor, invalidCursor, pageOf } from '../core/page.js';
+import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
 import { type JobRow, jobFromWire, toWire } from '../core/rows.js';
 import { pendingOf } from '../core/statuses.js';
 import type { ListFilter, Page, QueueCounts } from '../store.js';
@@ -58,8 +58,8 @@ export class PgReads {
   }
 
   async list(filter: ListFilter): Promise<Page> {
-    const limit = Math.floor(filter.limit);
-    if (!(limit > 0)) return { jobs: [], nextCursor: null };
+    const limit = pageSize(filter.limit);
+    if (limit === null) return { jobs: [], nextCursor: null };
     const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
     if (before !== null && !UUID.test(before)) throw invalidCursor(filter.cursor as string);
     const where: string[] = [];
