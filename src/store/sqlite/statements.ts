@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { JobStatus } from '../../jobs/model.js';
 import type { DeliveryRow } from '../store.js';
-import { type ExpiredRow, type JobRow, type ScheduleRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
+import type { ExpiredRow, JobRow, ScheduleRow, SummaryRow } from '../core/rows.js';
+import { SUMMARY_COLUMNS } from './rows.js';
 
 /** What the store uses of a prepared statement. */
 export interface Statement<R = unknown> {

@@ -55,7 +55,6 @@ import {
   type FinishRow,
   type InsertAnswer,
   type InsertRow,
-  type JobWire,
   type Op,
   type OpResult,
   READ_OPS,
@@ -66,7 +65,7 @@ import {
   type WireError,
 } from './protocol.js';
 import { type IndexEntry, ReadyIndex } from './ready-index.js';
-import { dueDelivery, jobFromWire } from './rows.js';
+import { dueDelivery, type JobWire, jobFromWire } from '../core/rows.js';
 
 export interface SqliteStoreOptions extends StoreOptions {
   /**

@@ -16,7 +16,7 @@
  */
 import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
+import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../core/rules.js';
 import type {
   DeliveryAttempt,
   DeliveryRow,
@@ -38,12 +38,12 @@ import type {
   FinishRow,
   InsertAnswer,
   InsertRow,
-  JobWire,
   Snapshot,
 } from './protocol.js';
+import { decodeCursor, encodeCursor } from '../core/page.js';
+import { isPending } from '../core/statuses.js';
 import {
-  decodeCursor,
-  encodeCursor,
+  type JobWire,
   parseDependsOn,
   parseJson,
   type SummaryRow,
@@ -51,7 +51,7 @@ import {
   toSchedule,
   toSummary,
   toWire,
-} from './rows.js';
+} from '../core/rows.js';
 import type { ListColumn, Statements } from './statements.js';
 
 export class SqliteTransitions {
@@ -672,10 +672,6 @@ export class SqliteTransitions {
       if (to === 'queued') this.#queuedByPriority[priority] = (this.#queuedByPriority[priority] ?? 0) + 1;
     }
   }
-}
-
-function isPending(status: JobStatus): boolean {
-  return status === 'waiting' || status === 'scheduled' || status === 'queued' || status === 'retrying';
 }
 
 function emptyByStatus(): Record<JobStatus, number> {
