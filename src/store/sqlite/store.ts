@@ -65,7 +65,7 @@ import {
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
-import { type IndexEntry, ReadyIndex } from './ready-index.js';
+import { type IndexEntry, ReadyIndex } from './ready-index/ready-index.js';
 import { dueDelivery, jobFromWire } from './rows.js';
 
 export interface SqliteStoreOptions extends StoreOptions {
