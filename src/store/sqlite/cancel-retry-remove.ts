@@ -1,0 +1,63 @@
+import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
+import { dedupeRival, invalidState, retryTarget } from '../rules.js';
+import type { InvalidState } from '../store.js';
+import { failDependents, parentResults } from './dependencies.js';
+import type { FileState } from './file-state.js';
+import type { Answers, ChangesWire } from './protocol.js';
+import { parseDependsOn, toWire } from './rows.js';
+
+/** What a client does to one job (cancel, retry, remove), and retention's purge of many. */
+
+export function cancel(file: FileState, id: string, now: number): ChangesWire | InvalidState | null {
+  const state = file.s.selectState.get(id);
+  if (state === undefined) return null;
+  if (isTerminal(state.status)) {
+    return invalidState(state.status, `job is ${state.status}; only a job that is not finished can be cancelled`);
+  }
+  const error: JobError = { code: 'cancelled', message: 'cancelled by request', attempt: state.attempts };
+  const row = file.s.cancel.get(JSON.stringify(error), now, id, state.status);
+  if (row === undefined) return null;
+  file.counters.track(row.priority, state.status, 'cancelled');
+  return { job: toWire(row), others: failDependents(file, id, 'cancelled', now) };
+}
+
+export function retry(file: FileState, id: string, now: number): ChangesWire | InvalidState | null {
+  const { s } = file;
+  const state = s.selectState.get(id);
+  if (state === undefined) return null;
+  const dependsOn = parseDependsOn(state.depends_on);
+  const target = retryTarget(state.status, dependsOn, (parent) => s.selectStatus.get(parent));
+  if (typeof target !== 'string') return target;
+  const rival = s.selectDedupeRival.get(id);
+  if (rival !== undefined) return dedupeRival(state.status, rival);
+  const waiting = target === 'waiting';
+  const row = waiting ? s.retry.get('waiting', null, id, state.status) : s.retry.get('queued', now, id, state.status);
+  if (row === undefined) return null;
+  file.counters.track(row.priority, state.status, row.status);
+  const job = toWire(row);
+  if (row.status === 'queued') job.parents = parentResults(file, dependsOn);
+  return { job, others: [] };
+}
+
+export function remove(file: FileState, id: string): Answers['remove'] {
+  const state = file.s.selectState.get(id);
+  if (state === undefined) return null;
+  if (!isTerminal(state.status)) {
+    return invalidState(
+      state.status,
+      `job is ${state.status}; only a finished job (completed, failed or cancelled) can be removed`,
+    );
+  }
+  file.s.deleteJob.run(id);
+  file.s.deleteDeps.run(id);
+  file.counters.track(state.priority, state.status, null);
+  return { removed: true, status: state.status };
+}
+
+export function purge(file: FileState, status: JobStatus, olderThan: number, limit: number): number {
+  if (!isTerminal(status)) return 0;
+  const ids = file.s.purgeChunk.all(status, olderThan, limit);
+  for (const id of ids) file.s.deleteDeps.run(id);
+  file.counters.purged(status, ids.length);
+  return ids.length;
+}

@@ -1,0 +1,87 @@
+import type { StartedAttempt } from '../store.js';
+import { parentResults } from './dependencies.js';
+import type { FileState } from './file-state.js';
+import type { JobWire } from './protocol.js';
+import { toWire } from './rows.js';
+
+/**
+ * Claims and their leases on the file: queued → running under a lease, back to queued
+ * when an attempt never started, due jobs promoted to queued, leases extended.
+ */
+
+/** Queued jobs become running under the lease; answers the ids that were not queued. */
+export function claim(
+  file: FileState,
+  ids: string[],
+  priorities: number[],
+  owner: string,
+  expiresAt: number,
+  now: number,
+): string[] {
+  const missed: string[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i] as string;
+    if (file.s.claim.run(now, owner, expiresAt, id).changes !== 1) {
+      missed.push(id);
+      continue;
+    }
+    file.counters.track(priorities[i] ?? 0, 'queued', 'running');
+  }
+  return missed;
+}
+
+/** Claims jobs and reads them whole (for jobs the main thread holds no copy of); null where not queued. */
+export function claimRead(
+  file: FileState,
+  ids: string[],
+  priorities: number[],
+  owner: string,
+  expiresAt: number,
+  now: number,
+): (JobWire | null)[] {
+  const missed = new Set(claim(file, ids, priorities, owner, expiresAt, now));
+  return ids.map((id) => {
+    if (missed.has(id)) return null;
+    const row = file.s.selectJob.get(id);
+    if (row === undefined) return null;
+    const wire = toWire(row);
+    wire.parents = parentResults(file, wire.dependsOn);
+    return wire;
+  });
+}
+
+export function promote(file: FileState, items: { id: string; runAt: number }[], now: number): void {
+  for (const { id, runAt } of items) {
+    const state = file.s.selectState.get(id);
+    if (state === undefined) continue;
+    if (file.s.promote.run(now, id, runAt).changes === 1) {
+      file.counters.track(state.priority, state.status, 'queued');
+    }
+  }
+}
+
+/** Claims whose attempt never started become queued again, their attempt not counted. */
+export function unclaim(
+  file: FileState,
+  rows: { id: string; attempt: number; owner: string; priority: number; startedAt: number | null }[],
+): number {
+  let released = 0;
+  for (const row of rows) {
+    if (file.s.unclaim.run(row.startedAt, row.id, row.attempt, row.owner).changes !== 1) continue;
+    file.counters.track(row.priority, 'running', 'queued');
+    released++;
+  }
+  return released;
+}
+
+export function heartbeat(file: FileState, owner: string, ids: string[], expiresAt: number): string[] {
+  const lost: string[] = [];
+  for (const id of ids) {
+    if (file.s.heartbeat.run(expiresAt, id, owner).changes === 0) lost.push(id);
+  }
+  return lost;
+}
+
+export function started(file: FileState, rows: StartedAttempt[]): void {
+  for (const row of rows) file.s.started.run(row.startedAt, row.id, row.attempt, row.owner);
+}

@@ -1,0 +1,62 @@
+import type { JobError, ParentResult } from '../../jobs/model.js';
+import { dependencyMessage } from '../rules.js';
+import type { FileState } from './file-state.js';
+import type { JobWire } from './protocol.js';
+import { parseJson, toWire } from './rows.js';
+
+/** Waiting children of `parentId` whose parents are now all completed become ready. */
+export function releaseDependents(file: FileState, parentId: string, now: number): JobWire[] {
+  const released: JobWire[] = [];
+  if (!file.parentIds.has(parentId)) return released;
+  const { s } = file;
+  for (const child of s.waitingChildren.all(parentId)) {
+    if (s.unfinishedParent.get(child.id) !== undefined) continue;
+    const scheduled = child.run_at !== null && child.run_at > now;
+    const row = scheduled
+      ? s.release.get('scheduled', null, child.run_at, child.id)
+      : s.release.get('queued', now, null, child.id);
+    if (row === undefined) continue;
+    file.counters.track(row.priority, 'waiting', row.status);
+    const wire = toWire(row);
+    wire.parents = parentResults(file, wire.dependsOn);
+    released.push(wire);
+  }
+  return released;
+}
+
+/** Every non-terminal job depending on `rootId`, transitively, fails with dependency_failed. */
+export function failDependents(
+  file: FileState,
+  rootId: string,
+  rootStatus: 'failed' | 'cancelled',
+  now: number,
+): JobWire[] {
+  const failed: JobWire[] = [];
+  const parents: { id: string; status: 'failed' | 'cancelled' }[] = [{ id: rootId, status: rootStatus }];
+  for (let i = 0; i < parents.length; i++) {
+    const parent = parents[i] as { id: string; status: 'failed' | 'cancelled' };
+    if (!file.parentIds.has(parent.id)) continue;
+    for (const child of file.s.liveChildren.all(parent.id)) {
+      const error: JobError = {
+        code: 'dependency_failed',
+        message: dependencyMessage(parent.id, parent.status),
+        attempt: child.status === 'running' ? child.attempts : 0,
+      };
+      const row = file.s.failFrom.get(JSON.stringify(error), now, child.id, child.status);
+      if (row === undefined) continue;
+      file.counters.track(row.priority, child.status, 'failed');
+      failed.push(toWire(row));
+      parents.push({ id: row.id, status: 'failed' });
+    }
+  }
+  return failed;
+}
+
+/** The results of a ready job's dependencies, in dependsOn order: what it runs with. */
+export function parentResults(file: FileState, dependsOn: string[]): ParentResult[] {
+  return dependsOn.map((id) => {
+    const row = file.s.selectParent.get(id);
+    // A parent removed since it completed: its result is gone.
+    return row === undefined ? { id, type: '', result: null } : { id, type: row.type, result: parseJson(row.result) };
+  });
+}

@@ -1,0 +1,75 @@
+import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
+import type { FileState } from './file-state.js';
+import type { JobWire, Snapshot } from './protocol.js';
+import { decodeCursor, encodeCursor, type SummaryRow, toExpiredAttempt, toSummary, toWire } from './rows.js';
+import type { ListColumn } from './statements.js';
+
+/** Reads of the file: one job, a page of the list, expired leases, the ready and due jobs. */
+
+export function getJob(file: FileState, id: string): JobWire | null {
+  const row = file.s.selectJob.get(id);
+  return row === undefined ? null : toWire(row);
+}
+
+export function list(file: FileState, filter: ListFilter): Page {
+  const limit = Math.floor(filter.limit);
+  if (!(limit > 0)) return { jobs: [], nextCursor: null };
+  const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
+  const fetch = limit + 1;
+  const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
+  const columns: ListColumn[] = [];
+  const values: unknown[] = [];
+  if (filter.type !== undefined) {
+    columns.push('type');
+    values.push(filter.type);
+  }
+  if (filter.group !== undefined) {
+    columns.push('group_key');
+    values.push(filter.group);
+  }
+  if (filter.schedule !== undefined) {
+    columns.push('schedule');
+    values.push(filter.schedule);
+  }
+  const tail = before === null ? [fetch] : [before, fetch];
+  let rows: SummaryRow[];
+  if (statuses === null) {
+    rows = file.s.list(columns, before !== null).all(...values, ...tail);
+  } else {
+    // One index range per status, newest first, merged: an IN list would make SQLite sort.
+    const statement = file.s.list(['status', ...columns], before !== null);
+    rows = [];
+    for (const status of statuses) rows.push(...statement.all(status, ...values, ...tail));
+    if (statuses.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  }
+  const page = rows.length > limit ? rows.slice(0, limit) : rows;
+  const last = page[page.length - 1];
+  return {
+    jobs: page.map(toSummary),
+    nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
+  };
+}
+
+export function expired(file: FileState, now: number, limit: number): ExpiredAttempt[] {
+  return file.s.selectExpired.all(now, limit).map(toExpiredAttempt);
+}
+
+/** The queued and due jobs, for the main thread's ready index. */
+export function snapshot(file: FileState): Snapshot {
+  return {
+    queued: file.s.selectQueued.all().map((row) => ({
+      id: row.id,
+      type: row.type,
+      priority: row.priority,
+      group: row.group_key,
+      readyAt: row.ready_at ?? 0,
+    })),
+    due: file.s.selectDelayed.all().map((row) => ({
+      id: row.id,
+      type: row.type,
+      priority: row.priority,
+      group: row.group_key,
+      runAt: row.run_at ?? 0,
+    })),
+  };
+}
