@@ -4,7 +4,8 @@ import type { InvalidState } from '../store.js';
 import { failDependents, parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import type { Answers, ChangesWire } from './protocol.js';
-import { parseDependsOn, toWire } from './rows.js';
+import { type JobRow, parseDependsOn, toWire } from './rows.js';
+import { CLEAR_LEASE, type Preparer } from './prepare.js';
 
 /** What a client does to one job (cancel, retry, remove), and retention's purge of many. */
 
@@ -60,4 +61,30 @@ export function purge(file: FileState, status: JobStatus, olderThan: number, lim
   for (const id of ids) file.s.deleteDeps.run(id);
   file.counters.purged(status, ids.length);
   return ids.length;
+}
+
+/** The statements of cancel, retry, remove and purge, prepared once. */
+export function prepareCancelRetryRemoveStatements({ pluck, prepare }: Preparer) {
+  return {
+    /** Another unfinished job with the job's dedupe key (a retry would make two). */
+    selectDedupeRival: pluck<string>(
+      `SELECT l.id FROM jobs j JOIN jobs l ON l.dedupe_key = j.dedupe_key AND l.id <> j.id
+       WHERE j.id = ? AND l.status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
+    cancel: prepare<JobRow>(
+      `UPDATE jobs SET status = 'cancelled', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+    retry: prepare<JobRow>(
+      `UPDATE jobs SET status = ?, ready_at = ?, attempts = 0, finished_at = NULL, result = NULL, progress = NULL,
+         run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+    deleteJob: prepare('DELETE FROM jobs WHERE id = ?'),
+    deleteDeps: prepare('DELETE FROM job_deps WHERE child = ?'),
+    purgeChunk: pluck<string>(
+      `DELETE FROM jobs WHERE id IN
+         (SELECT id FROM jobs WHERE status = ? AND finished_at < ? LIMIT ?) RETURNING id`,
+    ),
+  };
 }

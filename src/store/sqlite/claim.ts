@@ -3,6 +3,7 @@ import { parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import type { JobWire } from './protocol.js';
 import { toWire } from './rows.js';
+import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**
  * Claims and their leases on the file: queued → running under a lease, back to queued
@@ -84,4 +85,26 @@ export function heartbeat(file: FileState, owner: string, ids: string[], expires
 
 export function started(file: FileState, rows: StartedAttempt[]): void {
   for (const row of rows) file.s.started.run(row.startedAt, row.id, row.attempt, row.owner);
+}
+
+/** The statements of claims and leases, prepared once. */
+export function prepareClaimStatements({ prepare }: Preparer) {
+  return {
+    promote: prepare(
+      `UPDATE jobs SET status = 'queued', ready_at = ?, run_at = NULL
+       WHERE id = ? AND status IN ('scheduled', 'retrying') AND run_at = ?`,
+    ),
+    claim: prepare(
+      `UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ?, prior_started_at = started_at,
+         attempt_started = 0, lease_owner = ?, lease_expires_at = ?, progress = NULL, run_at = NULL
+       WHERE id = ? AND status = 'queued'`,
+    ),
+    unclaim: prepare(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = ?, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    started: prepare(`UPDATE jobs SET started_at = ?, attempt_started = 1 WHERE ${FENCE}`),
+    heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
+    expireAll: prepare(`UPDATE jobs SET lease_expires_at = 0 WHERE status = 'running'`),
+  };
 }

@@ -2,6 +2,7 @@ import type { DeliveryAttempt, DeliveryRow } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { DueDeliveryWire } from './protocol.js';
 import { toWire } from './rows.js';
+import { type Preparer } from './prepare.js';
 
 /** Whether deliveries were stored since the last call (the triggers of migration 006 make them). */
 export function deliveriesAdded(file: FileState): boolean {
@@ -65,4 +66,39 @@ export function nextDelivery(file: FileState): number | null {
 export function deliveries(file: FileState, jobId: string): DeliveryRow[] | null {
   if (file.s.selectStatus.get(jobId) === undefined) return null;
   return file.s.deliveriesOf.all(jobId);
+}
+
+/** The statements of callback deliveries, prepared once. */
+export function prepareDeliveryStatements({ pluck, prepare }: Preparer) {
+  return {
+    claimDeliveries: prepare<{ id: string; job_id: string; event: string; attempts: number; body: string | null }>(
+      `UPDATE callback_deliveries SET lease_owner = ?, lease_expires_at = ?
+       WHERE seq IN (SELECT seq FROM callback_deliveries
+                     WHERE status = 'pending' AND next_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+                     ORDER BY next_at LIMIT ?)
+       RETURNING id, job_id, event, attempts, body`,
+    ),
+    selectCallback: pluck<string | null>('SELECT callback FROM jobs WHERE id = ?'),
+    recordDelivery: prepare(
+      `UPDATE callback_deliveries SET status = ?, attempts = ?, next_at = ?, body = ?, lease_owner = NULL,
+         lease_expires_at = NULL
+       WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?`,
+    ),
+    insertDeliveryAttempt: prepare(
+      'INSERT INTO callback_attempts (delivery_id, attempt, status, http_status, error, at) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    nextDelivery: pluck<number | null>(
+      `SELECT min(max(next_at, coalesce(lease_expires_at, 0))) FROM callback_deliveries WHERE status = 'pending'`,
+    ),
+    deliveriesOf: prepare<DeliveryRow>(
+      `SELECT d.id, d.event, d.status, d.attempts, d.next_at, a.attempt, a.status AS attempt_status, a.http_status,
+         a.error, a.at
+       FROM callback_deliveries d LEFT JOIN callback_attempts a ON a.delivery_id = d.id
+       WHERE d.job_id = ? ORDER BY d.seq, a.attempt`,
+    ),
+    lastDeliverySeq: pluck<number>(`SELECT seq FROM sqlite_sequence WHERE name = 'callback_deliveries'`),
+    freeDeliveries: prepare(
+      `UPDATE callback_deliveries SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL`,
+    ),
+  };
 }

@@ -2,7 +2,9 @@ import type { JobError, ParentResult } from '../../jobs/model.js';
 import { dependencyMessage } from '../rules.js';
 import type { FileState } from './file-state.js';
 import type { JobWire } from './protocol.js';
-import { parseJson, toWire } from './rows.js';
+import { type JobRow, parseJson, toWire } from './rows.js';
+import { CLEAR_LEASE, type Preparer } from './prepare.js';
+import type { JobStatus } from '../../jobs/model.js';
 
 /** Waiting children of `parentId` whose parents are now all completed become ready. */
 export function releaseDependents(file: FileState, parentId: string, now: number): JobWire[] {
@@ -59,4 +61,30 @@ export function parentResults(file: FileState, dependsOn: string[]): ParentResul
     // A parent removed since it completed: its result is gone.
     return row === undefined ? { id, type: '', result: null } : { id, type: row.type, result: parseJson(row.result) };
   });
+}
+
+/** The statements that follow dependencies, prepared once. */
+export function prepareDependencyStatements({ pluck, prepare }: Preparer) {
+  return {
+    selectParentIds: pluck<string>('SELECT DISTINCT parent FROM job_deps'),
+    selectParent: prepare<{ type: string; result: string | null }>('SELECT type, result FROM jobs WHERE id = ?'),
+    release: prepare<JobRow>(
+      `UPDATE jobs SET status = ?, ready_at = ?, run_at = ? WHERE id = ? AND status = 'waiting' RETURNING *`,
+    ),
+    waitingChildren: prepare<{ id: string; run_at: number | null }>(
+      `SELECT DISTINCT j.id, j.run_at FROM job_deps d CROSS JOIN jobs j ON j.id = d.child
+       WHERE d.parent = ? AND j.status = 'waiting'`,
+    ),
+    unfinishedParent: prepare(
+      `SELECT 1 FROM job_deps d CROSS JOIN jobs p ON p.id = d.parent WHERE d.child = ? AND p.status <> 'completed' LIMIT 1`,
+    ),
+    liveChildren: prepare<{ id: string; status: JobStatus; attempts: number }>(
+      `SELECT DISTINCT j.id, j.status, j.attempts FROM job_deps d CROSS JOIN jobs j ON j.id = d.child
+       WHERE d.parent = ? AND j.status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
+    failFrom: prepare<JobRow>(
+      `UPDATE jobs SET status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE id = ? AND status = ? RETURNING *`,
+    ),
+  };
 }

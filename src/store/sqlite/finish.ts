@@ -2,7 +2,8 @@ import type { JobStatus } from '../../jobs/model.js';
 import { failDependents, parentResults, releaseDependents } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import type { FinishAnswer, FinishRow, JobWire } from './protocol.js';
-import { toWire } from './rows.js';
+import { type JobRow, toWire } from './rows.js';
+import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**
  * Attempts' outcomes on the file, each fenced on job, attempt and lease owner (and, for
@@ -59,4 +60,46 @@ function finishOne(file: FileState, item: FinishRow, now: number): FinishAnswer 
     job = row === undefined ? null : toWire(row);
   }
   return { status, retryAt, job, others };
+}
+
+/**
+ * The statements of a finish, prepared once: each fenced on job, attempt and owner, the
+ * `Expired` ones on the lease having run out too.
+ */
+export function prepareFinishStatements({ prepare }: Preparer) {
+  return {
+    /** A rescued attempt whose handler never started: the job as it was before the claim. */
+    returnUnstarted: prepare<JobRow>(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND attempt_started = 0 RETURNING *`,
+    ),
+    returnUnstartedExpired: prepare<JobRow>(
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND attempt_started = 0 AND lease_expires_at < ? RETURNING *`,
+    ),
+    complete: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    completeExpired: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+    failRunning: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    failExpired: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+    retryRunning: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    retryExpired: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
+    ),
+  };
 }

@@ -4,7 +4,8 @@ import { dependencyMessage } from '../rules.js';
 import { parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import type { CreatedState, InsertAnswer, InsertRow, JobWire } from './protocol.js';
-import { parseJson, toWire } from './rows.js';
+import { type JobRow, parseJson, toWire } from './rows.js';
+import { type Preparer } from './prepare.js';
 
 /**
  * A batch of new jobs, all or none: each is an idempotency replay, a dedupe stand-in,
@@ -166,4 +167,26 @@ function dedupeStandIn(
   if (item.reuseMs === null) return null;
   const done = file.s.selectDoneByDedupe.get(key, now - item.reuseMs);
   return done === undefined ? null : { created: false, job: toWire(done), dedupe: 'result' };
+}
+
+/** The statements of an insert, prepared once. */
+export function prepareInsertStatements({ prepare }: Preparer) {
+  return {
+    insertJob: prepare(
+      `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
+        backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
+        metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key,
+        group_key, schedule, callback)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
+    ),
+    insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
+    selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),
+    selectLiveByDedupe: prepare<JobRow>(
+      `SELECT * FROM jobs WHERE dedupe_key = ? AND status NOT IN ('completed', 'failed', 'cancelled')`,
+    ),
+    selectDoneByDedupe: prepare<JobRow>(
+      `SELECT * FROM jobs WHERE dedupe_key = ? AND status = 'completed' AND finished_at >= ?
+       ORDER BY finished_at DESC LIMIT 1`,
+    ),
+  };
 }

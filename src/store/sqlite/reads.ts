@@ -1,8 +1,20 @@
 import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { JobWire, Snapshot } from './protocol.js';
-import { decodeCursor, encodeCursor, type SummaryRow, toExpiredAttempt, toSummary, toWire } from './rows.js';
-import type { ListColumn } from './statements.js';
+import {
+  decodeCursor,
+  encodeCursor,
+  type ExpiredRow,
+  SUMMARY_COLUMNS,
+  type SummaryRow,
+  toExpiredAttempt,
+  toSummary,
+  toWire,
+} from './rows.js';
+import { type Preparer, type Statement } from './prepare.js';
+
+/** Columns a list may filter on. */
+export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';
 
 /** Reads of the file: one job, a page of the list, expired leases, the ready and due jobs. */
 
@@ -71,5 +83,48 @@ export function snapshot(file: FileState): Snapshot {
       group: row.group_key,
       runAt: row.run_at ?? 0,
     })),
+  };
+}
+
+/** The statements of the reads, prepared once. */
+export function prepareReadStatements({ prepare }: Preparer) {
+  const lists = new Map<string, Statement<SummaryRow>>();
+  const listQuery = (where: string) =>
+    prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
+  return {
+    selectExpired: prepare<ExpiredRow>(
+      `SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
+         backoff_max_ms, backoff_jitter
+       FROM jobs WHERE status = 'running' AND lease_expires_at < ? LIMIT ?`,
+    ),
+    selectQueued: prepare<{
+      id: string;
+      type: string;
+      priority: number;
+      group_key: string | null;
+      ready_at: number | null;
+    }>(`SELECT id, type, priority, group_key, ready_at FROM jobs WHERE status = 'queued' ORDER BY ready_at, id`),
+    selectDelayed: prepare<{
+      id: string;
+      type: string;
+      priority: number;
+      group_key: string | null;
+      run_at: number | null;
+    }>(`SELECT id, type, priority, group_key, run_at FROM jobs WHERE status IN ('scheduled', 'retrying')`),
+    /**
+     * A page of the list, newest first, for the columns a filter names (each `column = ?`,
+     * in the order given, then `id < ?` when `before`); prepared once per shape.
+     */
+    list(columns: readonly ListColumn[], before: boolean): Statement<SummaryRow> {
+      const key = `${columns.join(',')}|${before}`;
+      let statement = lists.get(key);
+      if (statement === undefined) {
+        const terms = columns.map((column) => `${column} = ?`);
+        if (before) terms.push('id < ?');
+        statement = listQuery(terms.length === 0 ? '' : `WHERE ${terms.join(' AND ')}`);
+        lists.set(key, statement);
+      }
+      return statement;
+    },
   };
 }

@@ -3,7 +3,8 @@ import type { Schedule, ScheduleDefinition, ScheduleFire } from '../store.js';
 import type { FileState } from './file-state.js';
 import { insertJobs } from './insert.js';
 import type { Answers, InsertAnswer, InsertRow } from './protocol.js';
-import { toSchedule } from './rows.js';
+import { type ScheduleRow, toSchedule } from './rows.js';
+import { type Preparer } from './prepare.js';
 
 export function schedules(file: FileState): Schedule[] {
   return file.s.selectSchedules.all().map(toSchedule);
@@ -55,4 +56,25 @@ export function fireSchedule(
     }
   }
   return { fired: true, schedule: getSchedule(file, fire.name) as Schedule, overlap, insert };
+}
+
+/** The statements of the schedules table, prepared once. */
+export function prepareScheduleStatements({ prepare }: Preparer) {
+  return {
+    selectSchedules: prepare<ScheduleRow>('SELECT * FROM schedules ORDER BY name'),
+    selectSchedule: prepare<ScheduleRow>('SELECT * FROM schedules WHERE name = ?'),
+    insertSchedule: prepare(
+      `INSERT INTO schedules (name, cron, timezone, job, overlap, catch_up, paused, next_run_at, last_run_at,
+         last_job_id, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)`,
+    ),
+    updateSchedule: prepare(
+      `UPDATE schedules SET cron = ?, timezone = ?, job = ?, overlap = ?, catch_up = ?, paused = ?, next_run_at = ?,
+         updated_at = ?
+       WHERE name = ?`,
+    ),
+    deleteSchedule: prepare('DELETE FROM schedules WHERE name = ?'),
+    advanceSchedule: prepare('UPDATE schedules SET next_run_at = ? WHERE name = ?'),
+    recordScheduleRun: prepare('UPDATE schedules SET last_run_at = ?, last_job_id = ? WHERE name = ?'),
+  };
 }

@@ -1,4 +1,5 @@
 import type { FileState } from './file-state.js';
+import { type Preparer } from './prepare.js';
 
 /** The settings table: whether dispatch is paused, and the task limits' overrides. */
 
@@ -24,4 +25,19 @@ export function putSetting(file: FileState, key: string, value: string | null): 
   if (value === null) file.s.deleteSetting.run(key);
   else file.s.upsertSetting.run(key, value);
   return null;
+}
+
+/** The statements of the settings table, prepared once. */
+export function prepareSettingStatements({ pluck, prepare }: Preparer) {
+  return {
+    selectSetting: pluck<string>('SELECT value FROM settings WHERE key = ?'),
+    // Keys from the prefix on (the caller checks the prefix; few settings exist).
+    selectSettings: prepare<{ key: string; value: string }>(
+      'SELECT key, value FROM settings WHERE key >= ? ORDER BY key',
+    ),
+    deleteSetting: prepare('DELETE FROM settings WHERE key = ?'),
+    upsertSetting: prepare(
+      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    ),
+  };
 }
