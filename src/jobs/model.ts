@@ -26,9 +26,6 @@ export const JOB_STATUSES = [
 ] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
-/** Statuses that count against the queue's capacity. */
-export const PENDING_STATUSES: readonly JobStatus[] = ['waiting', 'scheduled', 'queued', 'retrying'];
-
 export function isTerminal(status: JobStatus): boolean {
   return status === 'completed' || status === 'failed' || status === 'cancelled';
 }

@@ -1,12 +1,14 @@
+import { PENDING_STATUSES } from '../core/statuses.js';
+
 /**
  * The statements of the PostgreSQL store, templated once per schema. Every time that
  * decides something (ready, due, lease expiry, finish, retention) is `now_ms()`, the
  * database's clock; callers pass durations.
  */
 
-export const PENDING_SQL = `('waiting', 'scheduled', 'queued', 'retrying')`;
+export const PENDING_SQL = `(${PENDING_STATUSES.map((status) => `'${status}'`).join(', ')})`;
 
-/** Columns of a job as the SQLite store's rows name them (rows.ts maps both). */
+/** Columns of a job as core/rows.ts names them (it maps the rows of both stores). */
 export const SUMMARY_COLUMNS =
   'id::text AS id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, ' +
   'backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, ' +

@@ -19,24 +19,34 @@
 import { hostname } from 'node:os';
 import pg from 'pg';
 import type { Job, JobStatus, NewJob, Progress } from '../../jobs/model.js';
-import { isTerminal, JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
+import { JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { StoreError } from '../errors.js';
-import type { JobWire } from '../sqlite/protocol.js';
+import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
+import { formBatches } from '../core/micro-batches.js';
+import { decodeCursor, invalidCursor, pageOf } from '../core/page.js';
 import {
-  decodeCursor,
   dueDelivery,
   type ExpiredRow,
-  encodeCursor,
   type JobRow,
+  type JobWire,
   jobFromWire,
-  parseJson,
+  parentResults,
   type ScheduleRow,
   toExpiredAttempt,
   toSchedule,
-  toSummary,
   toWire,
-} from '../sqlite/rows.js';
+} from '../core/rows.js';
+import {
+  cancelledError,
+  cancelRefusal,
+  dedupeRival,
+  removeRefusal,
+  retryTarget,
+  tickApplies,
+  tickOverlaps,
+} from '../core/rules.js';
+import { pendingOf } from '../core/statuses.js';
+import { StoreError } from '../errors.js';
 import {
   type AttemptOutcome,
   type Changes,
@@ -73,8 +83,6 @@ import {
   type TaskLimits,
   parseOverrides,
 } from '../store.js';
-import { formBatches } from '../micro-batches.js';
-import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import { migrate } from './migrate.js';
 import { type Statements, statements } from './sql.js';
 import { StartGroup } from './start-group.js';
@@ -320,110 +328,31 @@ export class PostgresStore implements JobStore {
       const rows = await client.query<{ id: string; status: JobStatus }>(this.#sql.lockParents, [[...outside]]);
       for (const row of rows.rows) parentStatus.set(row.id, row.status);
     }
-
-    type Decided = {
-      job: NewJob;
-      index: number;
-      decided: 'ready' | 'waiting' | 'failed';
-      error: string | null;
-      dependsOn: string[];
-    };
-    const outcomes: (
-      { replay: JobRow; dedupe?: 'inflight' | 'result' } | { alias: string; dedupe?: 'inflight' } | { created: Decided }
-    )[] = [];
-    const batchDedupe = new Map<string, string>();
-    const created: Decided[] = [];
-    const alias = new Map<string, string>();
-    const batchKeys = new Map<string, { type: string; payload: string; id: string }>();
-    const batchStatus = new Map<string, 'ready' | 'waiting' | 'failed'>();
-    let newPending = 0;
-    for (const [index, job] of jobs.entries()) {
-      const key = job.idempotencyKey;
-      if (key !== null) {
-        const canonical = canonicalJson(job.payload ?? null);
-        const earlier = batchKeys.get(key);
-        if (earlier !== undefined) {
-          if (earlier.type !== job.type || earlier.payload !== canonical) {
-            return { ok: false, reason: 'idempotency_conflict', index, existingId: earlier.id };
-          }
-          alias.set(job.id, earlier.id);
-          outcomes.push({ alias: earlier.id });
-          continue;
-        }
-        const existing = existingByKey.get(key);
-        if (existing !== undefined) {
-          if (existing.type !== job.type || canonicalJson(parseJson(existing.payload)) !== canonical) {
-            return { ok: false, reason: 'idempotency_conflict', index, existingId: existing.id };
-          }
-          alias.set(job.id, existing.id);
-          outcomes.push({ replay: existing });
-          continue;
-        }
-        batchKeys.set(key, { type: job.type, payload: canonical, id: job.id });
-      }
-      const dedupeKey = job.dedupeKey ?? null;
-      if (dedupeKey !== null) {
-        const earlier = batchDedupe.get(dedupeKey);
-        const live = liveByDedupe.get(dedupeKey);
-        const done =
-          earlier !== undefined || live !== undefined || job.reuseMs == null
-            ? undefined
-            : (await client.query<JobRow>(this.#sql.doneByDedupe, [dedupeKey, job.reuseMs])).rows[0];
-        if (earlier !== undefined) {
-          alias.set(job.id, earlier);
-          outcomes.push({ alias: earlier, dedupe: 'inflight' });
-          continue;
-        }
-        if (live !== undefined || done !== undefined) {
-          const standIn = (live ?? done) as JobRow;
-          alias.set(job.id, standIn.id);
-          outcomes.push({ replay: standIn, dedupe: live !== undefined ? 'inflight' : 'result' });
-          continue;
-        }
-        batchDedupe.set(dedupeKey, job.id);
-      }
-      const dependsOn = job.dependsOn.map((id) => alias.get(id) ?? id);
-      let failedParent: { id: string; status: JobStatus } | null = null;
-      let waiting = false;
-      for (const parent of dependsOn) {
-        const inBatch = batchStatus.get(parent);
-        const status: JobStatus | undefined =
-          inBatch === undefined ? parentStatus.get(parent) : inBatch === 'failed' ? 'failed' : 'queued';
-        if (status === undefined) {
-          const known = existingReplay(outcomes, parent);
-          if (known === undefined) return { ok: false, reason: 'unknown_dependency', index, dependency: parent };
-          if (known === 'failed' || known === 'cancelled') failedParent ??= { id: parent, status: known };
-          else if (known !== 'completed') waiting = true;
-          continue;
-        }
-        if (status === 'failed' || status === 'cancelled') failedParent ??= { id: parent, status };
-        else if (status !== 'completed') waiting = true;
-      }
-      const decided = failedParent !== null ? 'failed' : waiting ? 'waiting' : 'ready';
-      const error =
-        failedParent === null
-          ? null
-          : JSON.stringify({
-              code: 'dependency_failed',
-              message: dependencyMessage(failedParent.id, failedParent.status),
-              attempt: 0,
-            });
-      if (decided !== 'failed') newPending++;
-      batchStatus.set(job.id, decided);
-      const entry: Decided = { job, index, decided, error, dependsOn };
-      created.push(entry);
-      outcomes.push({ created: entry });
+    const planning = planInsert(jobs, {
+      byKey: (key) => existingByKey.get(key),
+      liveByDedupe: (key) => liveByDedupe.get(key),
+      statusOf: (id) => parentStatus.get(id),
+      canonicalPayload: (index) => canonicalJson(jobs[index]?.payload ?? null),
+    });
+    let step = planning.next();
+    while (step.done !== true) {
+      const { dedupeKey, reuseMs } = step.value;
+      step = planning.next((await client.query<JobRow>(this.#sql.doneByDedupe, [dedupeKey, reuseMs])).rows[0]);
     }
+    const plan = step.value;
+    if (!plan.ok) return plan;
+    const { outcomes, created, newPending } = plan;
 
     const edges: [string[], string[], number[]] = [[], [], []];
-    for (const { job, dependsOn } of created) {
+    const entries = created.map((entry) => ({ ...entry, job: jobs[entry.index] as NewJob }));
+    for (const { job, dependsOn } of entries) {
       for (const [position, parent] of dependsOn.entries()) {
         edges[0].push(job.id);
         edges[1].push(parent);
         edges[2].push(position);
       }
     }
-    const column = <T>(pick: (entry: Decided) => T) => created.map(pick);
+    const column = <T>(pick: (entry: (typeof entries)[number]) => T) => entries.map(pick);
     const result = await client.query<{
       pending: number;
       id: string | null;
@@ -437,7 +366,7 @@ export class PostgresStore implements JobStore {
       column((e) => e.decided),
       column((e) => e.job.priority),
       column((e) => payloads[e.index]),
-      column((e) => e.error),
+      column((e) => (e.error === null ? null : JSON.stringify(e.error))),
       column((e) => e.job.maxAttempts),
       column((e) => e.job.timeoutMs),
       column((e) => e.job.backoff.initialMs),
@@ -459,7 +388,7 @@ export class PostgresStore implements JobStore {
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));
-    if (created.length > 0 && rows.size === 0 && newPending > 0 && pending + newPending > this.#options.capacity) {
+    if (created.length > 0 && rows.size === 0 && exceedsCapacity(pending, newPending, this.#options.capacity)) {
       return { ok: false, reason: 'queue_full', pending, capacity: this.#options.capacity };
     }
     if (rows.size !== created.length) {
@@ -485,34 +414,18 @@ export class PostgresStore implements JobStore {
         );
         continue;
       }
-      const { job: source, error, dependsOn } = outcome.created;
+      const { index, error, dependsOn } = outcome.created;
+      const source = jobs[index] as NewJob;
       const row = rows.get(source.id);
       if (row === undefined) throw new Error('an inserted job is missing from the answer');
-      const job: Job = {
-        id: source.id,
-        type: source.type,
+      const job = createdJob(source, {
         status: row.status,
-        priority: source.priority,
-        payload: source.payload ?? null,
-        result: null,
-        error: error === null ? null : (JSON.parse(error) as Job['error']),
-        attempts: 0,
-        maxAttempts: source.maxAttempts,
-        timeoutMs: source.timeoutMs,
-        backoff: source.backoff,
-        progress: null,
-        idempotencyKey: source.idempotencyKey,
+        error,
         dependsOn,
-        metadata: source.metadata ?? {},
-        group: source.group ?? null,
-        callback: source.callback ?? null,
         runAt: row.run_at,
-        createdAt: source.createdAt,
-        startedAt: null,
-        finishedAt: row.finished_at,
         readyAt: row.ready_at,
-        schedule: source.schedule ?? null,
-      };
+        finishedAt: row.finished_at,
+      });
       jobsById.set(job.id, job);
       answer.push({ created: true, job });
     }
@@ -582,14 +495,7 @@ export class PostgresStore implements JobStore {
         [...new Set(withParents)],
       ]).catch(() => null);
       const byId = new Map(parents?.rows.map((row) => [row.id, row]) ?? []);
-      for (const { wire } of claimed.values()) {
-        wire.parents = wire.dependsOn.map((id) => {
-          const row = byId.get(id);
-          return row === undefined
-            ? { id, type: '', result: null }
-            : { id, type: row.type, result: parseJson(row.result) };
-        });
-      }
+      for (const { wire } of claimed.values()) wire.parents = parentResults(wire.dependsOn, (id) => byId.get(id));
     }
     const batches: ClaimedJob[][] =
       groups === null
@@ -1038,10 +944,9 @@ export class PostgresStore implements JobStore {
     const answer = await this.#transaction(async (client) => {
       const state = (await client.query<{ status: JobStatus; attempts: number }>(this.#sql.lockJob, [id])).rows[0];
       if (state === undefined) return null;
-      if (isTerminal(state.status)) {
-        return invalidState(state.status, `job is ${state.status}; only a job that is not finished can be cancelled`);
-      }
-      const error = JSON.stringify({ code: 'cancelled', message: 'cancelled by request', attempt: state.attempts });
+      const refusal = cancelRefusal(state.status);
+      if (refusal !== null) return refusal;
+      const error = JSON.stringify(cancelledError(state.attempts));
       const job = (await client.query<JobRow>(this.#sql.cancel, [id, error])).rows[0] as JobRow;
       const others = (await client.query<JobRow>(this.#sql.failDependents, [[id], true])).rows;
       return { job: toWire(job), others: others.map(toWire) };
@@ -1079,12 +984,7 @@ export class PostgresStore implements JobStore {
           dependsOn,
         ]);
         const byId = new Map(parents.rows.map((row) => [row.id, row]));
-        wire.parents = dependsOn.map((parent) => {
-          const row = byId.get(parent);
-          return row === undefined
-            ? { id: parent, type: '', result: null }
-            : { id: parent, type: row.type, result: parseJson(row.result) };
-        });
+        wire.parents = parentResults(dependsOn, (parent) => byId.get(parent));
       }
       return { job: wire, others: [] as JobWire[] };
     });
@@ -1097,12 +997,8 @@ export class PostgresStore implements JobStore {
     return this.#transaction(async (client) => {
       const state = (await client.query<{ status: JobStatus }>(this.#sql.lockJob, [id])).rows[0];
       if (state === undefined) return null;
-      if (!isTerminal(state.status)) {
-        return invalidState(
-          state.status,
-          `job is ${state.status}; only a finished job (completed, failed or cancelled) can be removed`,
-        );
-      }
+      const refusal = removeRefusal(state.status);
+      if (refusal !== null) return refusal;
       await client.query(this.#sql.remove, [id]);
       return 'removed' as const;
     });
@@ -1149,12 +1045,7 @@ export class PostgresStore implements JobStore {
     const limit = Math.floor(filter.limit);
     if (!(limit > 0)) return { jobs: [], nextCursor: null };
     const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
-    if (before !== null && !UUID.test(before)) {
-      throw new StoreError(
-        'invalid_cursor',
-        `cursor must be a value from a previous page's nextCursor, got "${filter.cursor}"`,
-      );
-    }
+    if (before !== null && !UUID.test(before)) throw invalidCursor(filter.cursor as string);
     const where: string[] = [];
     const params: unknown[] = [];
     const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
@@ -1180,12 +1071,7 @@ export class PostgresStore implements JobStore {
     }
     params.push(limit + 1);
     const rows = (await this.#query<JobRow>(this.#sql.list(where, params.length), params)).rows;
-    const page = rows.length > limit ? rows.slice(0, limit) : rows;
-    const last = page[page.length - 1];
-    return {
-      jobs: page.map(toSummary),
-      nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
-    };
+    return pageOf(rows, limit);
   }
 
   async counts(): Promise<QueueCounts> {
@@ -1201,8 +1087,13 @@ export class PostgresStore implements JobStore {
       if (row.status === 'queued')
         queuedByPriority[row.priority] = (queuedByPriority[row.priority] ?? 0) + Number(row.n);
     }
-    const pending = byStatus.waiting + byStatus.scheduled + byStatus.queued + byStatus.retrying;
-    return { byStatus, queuedByPriority, pending, oldestQueuedReadyAt: oldest.rows[0]?.at ?? null, exact: true };
+    return {
+      byStatus,
+      queuedByPriority,
+      pending: pendingOf(byStatus),
+      oldestQueuedReadyAt: oldest.rows[0]?.at ?? null,
+      exact: true,
+    };
   }
 
   async limitOverrides(): Promise<Map<string, LimitOverride>> {
@@ -1840,15 +1731,6 @@ const AGAIN = Symbol('again');
 
 function isRefusal(value: unknown): boolean {
   return typeof value === 'object' && value !== null && (value as { ok?: unknown }).ok === false;
-}
-
-/** The status of a job an earlier item of this batch replayed, if one did. */
-function existingReplay(
-  outcomes: ({ replay: JobRow } | { alias: string } | { created: unknown })[],
-  id: string,
-): JobStatus | undefined {
-  for (const outcome of outcomes) if ('replay' in outcome && outcome.replay.id === id) return outcome.replay.status;
-  return undefined;
 }
 
 function claimedOf(wire: JobWire): ClaimedJob {

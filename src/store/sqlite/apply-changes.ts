@@ -1,9 +1,9 @@
 import type { NewJob } from '../../jobs/model.js';
 import type { Changes, InsertOutcome, InsertResult } from '../store.js';
+import { jobFromWire, type JobWire } from '../core/rows.js';
 import { copyOf, createdJob } from './job-copies.js';
 import type { MainSide } from './main-side.js';
-import type { ChangesWire, InsertAnswer, InsertRow, JobWire } from './protocol.js';
-import { jobFromWire } from './rows.js';
+import type { ChangesWire, InsertAnswer, InsertRow } from './protocol.js';
 
 /**
  * Jobs the store thread changed, applied on the main thread: the ready index kept in

@@ -1,9 +1,9 @@
 import type { Job, Progress } from '../../jobs/model.js';
 import type { Finished, FinishItem, StartedAttempt } from '../store.js';
+import { jobFromWire, type JobWire } from '../core/rows.js';
 import { applyOne, applyOthers } from './apply-changes.js';
 import type { MainSide, Running } from './main-side.js';
-import type { FinishRow, JobWire, Op } from './protocol.js';
-import { jobFromWire } from './rows.js';
+import type { FinishRow, Op } from './protocol.js';
 
 /**
  * What becomes of an attempt this process runs, on the main thread: its start and its

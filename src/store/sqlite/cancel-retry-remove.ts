@@ -1,10 +1,11 @@
 import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
-import { dedupeRival, invalidState, retryTarget } from '../rules.js';
+import { dedupeRival, invalidState, retryTarget } from '../core/rules.js';
 import type { InvalidState } from '../store.js';
+import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
 import { failDependents, parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import type { Answers, ChangesWire } from './protocol.js';
-import { type JobRow, parseDependsOn, toWire } from './rows.js';
+
 import { CLEAR_LEASE, type Preparer } from './prepare.js';
 
 /** What a client does to one job (cancel, retry, remove), and retention's purge of many. */

@@ -1,9 +1,9 @@
 import type { ClaimedJob, ClaimRequest } from '../store.js';
+import { jobFromWire, type JobWire } from '../core/rows.js';
 import { claimedOf } from './job-copies.js';
 import type { MainSide, Running } from './main-side.js';
-import type { JobWire } from './protocol.js';
+
 import type { IndexEntry } from './ready-index/ready-index.js';
-import { jobFromWire } from './rows.js';
 
 /**
  * A claim on the main thread: due jobs promoted, the best ready jobs taken from the

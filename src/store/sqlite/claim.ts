@@ -1,8 +1,8 @@
 import type { StartedAttempt } from '../store.js';
+import { type JobWire, toWire } from '../core/rows.js';
 import { parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import type { JobWire } from './protocol.js';
-import { toWire } from './rows.js';
+
 import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**

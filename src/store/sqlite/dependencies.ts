@@ -1,8 +1,8 @@
 import type { JobError, ParentResult } from '../../jobs/model.js';
-import { dependencyMessage } from '../rules.js';
+import { dependencyMessage } from '../core/rules.js';
+import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
 import type { FileState } from './file-state.js';
-import type { JobWire } from './protocol.js';
-import { type JobRow, parseJson, toWire } from './rows.js';
+
 import { CLEAR_LEASE, type Preparer } from './prepare.js';
 import type { JobStatus } from '../../jobs/model.js';
 

@@ -1,8 +1,9 @@
 import type { JobStatus } from '../../jobs/model.js';
+import { type JobRow, type JobWire, toWire } from '../core/rows.js';
 import { failDependents, parentResults, releaseDependents } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import type { FinishAnswer, FinishRow, JobWire } from './protocol.js';
-import { type JobRow, toWire } from './rows.js';
+import type { FinishAnswer, FinishRow } from './protocol.js';
+
 import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**

@@ -1,10 +1,11 @@
 import type { JobStatus } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { dependencyMessage } from '../rules.js';
+import { dependencyMessage } from '../core/rules.js';
+import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
 import { parentResults } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import type { CreatedState, InsertAnswer, InsertRow, JobWire } from './protocol.js';
-import { type JobRow, parseJson, toWire } from './rows.js';
+import type { CreatedState, InsertAnswer, InsertRow } from './protocol.js';
+
 import { type Preparer } from './prepare.js';
 
 /**

@@ -1,7 +1,8 @@
 import type { Job, JobSummary, NewJob, ParentResult } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import type { ClaimedJob } from '../store.js';
-import type { CreatedState, InsertRow, JobWire } from './protocol.js';
+import type { JobWire } from '../core/rows.js';
+import type { CreatedState, InsertRow } from './protocol.js';
 
 /** A new job as it crosses to the store thread: payload, metadata and callback as JSON text. */
 export function insertRowOf(job: NewJob): InsertRow {

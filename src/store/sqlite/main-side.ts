@@ -1,6 +1,7 @@
 import type { Job, JobStatus, Progress } from '../../jobs/model.js';
 import type { StoreListener } from '../store.js';
-import type { JobWire } from './protocol.js';
+
+import type { JobWire } from '../core/rows.js';
 import { ReadyIndex } from './ready-index/ready-index.js';
 import type { SqliteStoreOptions } from './store.js';
 import { type Claim, StoreThreadClient } from './thread-client.js';

@@ -1,4 +1,5 @@
-import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../jobs/model.js';
+import type { Backoff, JobError, JobStatus, ParentResult } from '../../jobs/model.js';
+import type { DeliveryLease, JobWire } from '../core/rows.js';
 import type {
   DeliveryAttempt,
   DeliveryRow,
@@ -20,14 +21,6 @@ import type {
  * answers each message once that transaction is durable. Payloads and results cross
  * as JSON text, which is copied, not walked.
  */
-
-/** A job as the store thread hands it over: payload and result still JSON text. */
-export interface JobWire extends JobSummary {
-  payloadText: string | null;
-  resultText: string | null;
-  /** Set for jobs that became ready: the completed dependencies, in dependsOn order. */
-  parents?: ParentResult[];
-}
 
 export interface InsertRow {
   id: string;
@@ -163,13 +156,7 @@ export type Op =
   | { op: 'deliveries'; jobId: string };
 
 /** A delivery leased by claimDeliveries; `job` is read for a first attempt. */
-export interface DueDeliveryWire {
-  id: string;
-  jobId: string;
-  event: string;
-  attempt: number;
-  callbackText: string | null;
-  body: string | null;
+export interface DueDeliveryWire extends DeliveryLease {
   job: JobWire | null;
 }
 

@@ -1,16 +1,9 @@
 import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
+import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toSummary, toWire } from '../core/rows.js';
+import { decodeCursor, encodeCursor } from '../core/page.js';
 import type { FileState } from './file-state.js';
-import type { JobWire, Snapshot } from './protocol.js';
-import {
-  decodeCursor,
-  encodeCursor,
-  type ExpiredRow,
-  SUMMARY_COLUMNS,
-  type SummaryRow,
-  toExpiredAttempt,
-  toSummary,
-  toWire,
-} from './rows.js';
+import type { Snapshot } from './protocol.js';
+import { SUMMARY_COLUMNS } from './rows.js';
 import { type Preparer, type Statement } from './prepare.js';
 
 /** Columns a list may filter on. */

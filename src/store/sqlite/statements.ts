@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { JobStatus } from '../../jobs/model.js';
+import type { JobRow } from '../core/rows.js';
 import { prepareCancelRetryRemoveStatements } from './cancel-retry-remove.js';
 import { prepareClaimStatements } from './claim.js';
 import { prepareDeliveryStatements } from './deliveries.js';
@@ -10,7 +11,6 @@ import { preparer } from './prepare.js';
 import { prepareReadStatements } from './reads.js';
 import { prepareScheduleStatements } from './schedules.js';
 import { prepareSettingStatements } from './settings.js';
-import type { JobRow } from './rows.js';
 
 export type Statements = ReturnType<typeof prepareStatements>;
 

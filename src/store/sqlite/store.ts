@@ -45,13 +45,14 @@ import type {
   StoreOptions,
 } from '../store.js';
 import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
+import { dueDelivery, jobFromWire } from '../core/rows.js';
 import { applyChanges, applyInsert } from './apply-changes.js';
 import * as attempts from './attempts.js';
 import { claimFromIndex } from './claim-from-index.js';
 import { insertRowOf } from './job-copies.js';
 import { MainSide } from './main-side.js';
 import type { Answers, InsertRow } from './protocol.js';
-import { dueDelivery, jobFromWire } from './rows.js';
+
 import type { StoreThreadClient } from './thread-client.js';
 
 export interface SqliteStoreOptions extends StoreOptions {

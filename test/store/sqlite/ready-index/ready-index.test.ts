@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { JobWire } from '../../../../src/store/sqlite/protocol.js';
+import type { JobWire } from '../../../../src/store/core/rows.js';
 import { type IndexEntry, ReadyIndex } from '../../../../src/store/sqlite/ready-index/ready-index.js';
 
 function wire(id: string, payloadText = '{}'): JobWire {

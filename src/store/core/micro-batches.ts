@@ -1,4 +1,4 @@
-import type { ClaimRequest } from './store.js';
+import type { ClaimRequest } from '../store.js';
 
 /**
  * Forms micro-batches from ready jobs in claim order (ClaimRequest.micro): a batch whose

@@ -1,5 +1,5 @@
-import { isTerminal, type JobStatus } from '../jobs/model.js';
-import type { InvalidState, ScheduleFire } from './store.js';
+import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
+import type { InvalidState, ScheduleFire } from '../store.js';
 
 /** Rules of the job state machine that every store applies the same way. */
 
@@ -10,6 +10,30 @@ export function invalidState(status: JobStatus, message: string): InvalidState {
 /** The message of a dependent failed because `parentId` ended as `status`. */
 export function dependencyMessage(parentId: string, status: JobStatus): string {
   return status === 'cancelled' ? `dependency ${parentId} was cancelled` : `dependency ${parentId} failed`;
+}
+
+/** The error of a job that fails at its insert because a dependency failed or was cancelled. */
+export function dependencyError(parentId: string, status: JobStatus): JobError {
+  return { code: 'dependency_failed', message: dependencyMessage(parentId, status), attempt: 0 };
+}
+
+/** Why a job in `status` cannot be cancelled, or null: it can. */
+export function cancelRefusal(status: JobStatus): InvalidState | null {
+  return isTerminal(status)
+    ? invalidState(status, `job is ${status}; only a job that is not finished can be cancelled`)
+    : null;
+}
+
+/** The error a cancelled job carries; `attempts` is its attempt count when cancelled. */
+export function cancelledError(attempts: number): JobError {
+  return { code: 'cancelled', message: 'cancelled by request', attempt: attempts };
+}
+
+/** Why a job in `status` cannot be removed, or null: it can. */
+export function removeRefusal(status: JobStatus): InvalidState | null {
+  return isTerminal(status)
+    ? null
+    : invalidState(status, `job is ${status}; only a finished job (completed, failed or cancelled) can be removed`);
 }
 
 /**

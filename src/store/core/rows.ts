@@ -1,0 +1,220 @@
+import type {
+  Callback,
+  CallbackEvent,
+  Jitter,
+  Job,
+  JobError,
+  JobStatus,
+  JobSummary,
+  Progress,
+  ParentResult,
+} from '../../jobs/model.js';
+import type { DueDelivery, ExpiredAttempt, Schedule } from '../store.js';
+
+/**
+ * Rows as both stores read them (each store's statements name their columns alike) and
+ * the wire form of a job: a summary with its payload and result still JSON text, parsed
+ * only when someone looks.
+ */
+
+/** A job with payload and result as JSON text, as a store hands it over. */
+export interface JobWire extends JobSummary {
+  payloadText: string | null;
+  resultText: string | null;
+  /** Set for jobs that became ready: the completed dependencies, in dependsOn order. */
+  parents?: ParentResult[];
+}
+
+/** A leased callback delivery as a store reads it, before its job is attached. */
+export interface DeliveryLease {
+  id: string;
+  jobId: string;
+  event: string;
+  attempt: number;
+  callbackText: string | null;
+  body: string | null;
+}
+
+/** A row of `jobs`. */
+export interface JobRow {
+  id: string;
+  type: string;
+  status: JobStatus;
+  priority: number;
+  payload: string | null;
+  result: string | null;
+  error: string | null;
+  attempts: number;
+  max_attempts: number;
+  timeout_ms: number;
+  backoff_initial_ms: number;
+  backoff_factor: number;
+  backoff_max_ms: number;
+  backoff_jitter: Jitter;
+  progress: string | null;
+  idempotency_key: string | null;
+  depends_on: string;
+  metadata: string;
+  run_at: number | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  ready_at: number | null;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  group_key: string | null;
+  schedule: string | null;
+  /** The callback as JSON text, or null. */
+  callback: string | null;
+}
+
+export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
+
+/** What the rescuer needs of a running job whose lease ran out. */
+export interface ExpiredRow {
+  id: string;
+  type: string;
+  lease_owner: string;
+  attempts: number;
+  /** 0 or 1 (SQLite has no boolean); Postgres answers a boolean. */
+  attempt_started: number | boolean;
+  max_attempts: number;
+  backoff_initial_ms: number;
+  backoff_factor: number;
+  backoff_max_ms: number;
+  backoff_jitter: Jitter;
+}
+
+export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
+  return {
+    id: row.id,
+    type: row.type,
+    owner: row.lease_owner,
+    attempt: row.attempts,
+    started: row.attempt_started === true || row.attempt_started === 1,
+    maxAttempts: row.max_attempts,
+    backoff: {
+      initialMs: row.backoff_initial_ms,
+      factor: row.backoff_factor,
+      maxMs: row.backoff_max_ms,
+      jitter: row.backoff_jitter,
+    },
+  };
+}
+
+export function toWire(row: JobRow): JobWire {
+  const wire = toSummary(row) as JobWire;
+  wire.payloadText = row.payload;
+  wire.resultText = row.result;
+  return wire;
+}
+
+export function toSummary(row: SummaryRow): JobSummary {
+  return {
+    id: row.id,
+    type: row.type,
+    status: row.status,
+    priority: row.priority,
+    error: row.error === null ? null : (JSON.parse(row.error) as JobError),
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    timeoutMs: row.timeout_ms,
+    backoff: {
+      initialMs: row.backoff_initial_ms,
+      factor: row.backoff_factor,
+      maxMs: row.backoff_max_ms,
+      jitter: row.backoff_jitter,
+    },
+    progress: row.progress === null ? null : (JSON.parse(row.progress) as Progress),
+    idempotencyKey: row.idempotency_key,
+    dependsOn: parseDependsOn(row.depends_on),
+    metadata: row.metadata === '{}' ? {} : (JSON.parse(row.metadata) as Record<string, unknown>),
+    group: row.group_key,
+    callback: row.callback === null ? null : (JSON.parse(row.callback) as Callback),
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    readyAt: row.ready_at,
+    schedule: row.schedule,
+  };
+}
+
+/** The job object a client sees, from the wire form (parses payload and result). */
+export function jobFromWire(wire: JobWire): Job {
+  const { payloadText, resultText, parents: _parents, ...summary } = wire;
+  const job = summary as Job;
+  job.payload = parseJson(payloadText);
+  job.result = parseJson(resultText);
+  return job;
+}
+
+export function parseDependsOn(text: string): string[] {
+  return text === '[]' ? [] : (JSON.parse(text) as string[]);
+}
+
+export function parseJson(text: string | null): unknown {
+  return text === null ? null : JSON.parse(text);
+}
+
+/** A row of `schedules`, as both stores read it. */
+export interface ScheduleRow {
+  name: string;
+  cron: string;
+  timezone: string;
+  job: string;
+  overlap: Schedule['overlap'];
+  catch_up: Schedule['catchUp'];
+  paused: number | boolean;
+  next_run_at: number | null;
+  last_run_at: number | null;
+  last_job_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export function toSchedule(row: ScheduleRow): Schedule {
+  return {
+    name: row.name,
+    cron: row.cron,
+    timezone: row.timezone,
+    job: JSON.parse(row.job) as Record<string, unknown>,
+    overlap: row.overlap,
+    catchUp: row.catch_up,
+    paused: row.paused === true || row.paused === 1,
+    nextRunAt: row.next_run_at,
+    lastRunAt: row.last_run_at,
+    lastJobId: row.last_job_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A leased delivery as the delivery service takes it; the url comes from the job's callback. */
+export function dueDelivery(wire: DeliveryLease, job: Job | null): DueDelivery {
+  const callback = wire.callbackText === null ? null : (JSON.parse(wire.callbackText) as Callback);
+  return {
+    id: wire.id,
+    jobId: wire.jobId,
+    event: wire.event as CallbackEvent,
+    attempt: wire.attempt,
+    // A callback is never taken off a job; an empty url fails its attempt as not http(s).
+    url: callback?.url ?? '',
+    body: wire.body,
+    job,
+  };
+}
+
+/**
+ * The completed dependencies a dependent's handler sees, in dependsOn order, from the
+ * parents' rows; a parent removed since it completed has no result any more.
+ */
+export function parentResults(
+  dependsOn: readonly string[],
+  rowOf: (id: string) => { type: string; result: string | null } | undefined,
+): ParentResult[] {
+  return dependsOn.map((id) => {
+    const row = rowOf(id);
+    return row === undefined ? { id, type: '', result: null } : { id, type: row.type, result: parseJson(row.result) };
+  });
+}

@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decodeCursor, encodeCursor, pageOf } from '../../../src/store/core/page.js';
+import type { SummaryRow } from '../../../src/store/core/rows.js';
+import { StoreError } from '../../../src/store/errors.js';
+
+function summary(id: string): SummaryRow {
+  return {
+    id,
+    type: 't',
+    status: 'queued',
+    priority: 5,
+    error: null,
+    attempts: 0,
+    max_attempts: 1,
+    timeout_ms: 1000,
+    backoff_initial_ms: 0,
+    backoff_factor: 1,
+    backoff_max_ms: 0,
+    backoff_jitter: 'none',
+    progress: null,
+    idempotency_key: null,
+    depends_on: '[]',
+    metadata: '{}',
+    run_at: null,
+    created_at: 0,
+    started_at: null,
+    finished_at: null,
+    ready_at: 0,
+    lease_owner: null,
+    lease_expires_at: null,
+    group_key: null,
+    schedule: null,
+    callback: null,
+  };
+}
+
+describe('cursors', () => {
+  it('round-trips an id', () => {
+    assert.equal(decodeCursor(encodeCursor('0190-abc')), '0190-abc');
+  });
+
+  it('refuses a cursor no page gave out', () => {
+    for (const cursor of ['', 'a=b', '!!']) {
+      assert.throws(
+        () => decodeCursor(cursor),
+        (error: unknown) =>
+          error instanceof StoreError &&
+          error.code === 'invalid_cursor' &&
+          error.message === `cursor must be a value from a previous page's nextCursor, got "${cursor}"`,
+      );
+    }
+  });
+});
+
+describe('pageOf', () => {
+  it('answers a cursor to the last job shown when the extra row came', () => {
+    const page = pageOf(['c', 'b', 'a'].map(summary), 2);
+    assert.deepEqual(
+      page.jobs.map((job) => job.id),
+      ['c', 'b'],
+    );
+    assert.equal(page.nextCursor, encodeCursor('b'));
+  });
+
+  it('answers no cursor on the last page', () => {
+    const page = pageOf(['b', 'a'].map(summary), 2);
+    assert.equal(page.jobs.length, 2);
+    assert.equal(page.nextCursor, null);
+    assert.deepEqual(pageOf([], 2), { jobs: [], nextCursor: null });
+  });
+});
