@@ -1,6 +1,6 @@
 import type { Job, Progress } from '../../jobs/model.js';
-import type { Finished, FinishItem, StartedAttempt } from '../store.js';
 import { jobFromWire, type JobWire } from '../core/rows.js';
+import type { Finished, FinishItem, StartedAttempt } from '../store.js';
 import { applyOne, applyOthers } from './apply-changes.js';
 import type { MainSide, Running } from './main-side.js';
 import type { FinishRow, Op } from './protocol.js';

@@ -1,12 +1,11 @@
 import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
+import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
 import { dedupeRival, invalidState, retryTarget } from '../core/rules.js';
 import type { InvalidState } from '../store.js';
-import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
-import { failDependents, parentResults } from './dependencies.js';
+import { failDependents, parentsOf } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import type { Answers, ChangesWire } from './protocol.js';
-
 import { CLEAR_LEASE, type Preparer } from './prepare.js';
+import type { Answers, ChangesWire } from './protocol.js';
 
 /** What a client does to one job (cancel, retry, remove), and retention's purge of many. */
 
@@ -37,7 +36,7 @@ export function retry(file: FileState, id: string, now: number): ChangesWire | I
   if (row === undefined) return null;
   file.counters.track(row.priority, state.status, row.status);
   const job = toWire(row);
-  if (row.status === 'queued') job.parents = parentResults(file, dependsOn);
+  if (row.status === 'queued') job.parents = parentsOf(file, dependsOn);
   return { job, others: [] };
 }
 

@@ -1,8 +1,7 @@
-import type { ClaimedJob, ClaimRequest } from '../store.js';
 import { jobFromWire, type JobWire } from '../core/rows.js';
+import type { ClaimedJob, ClaimRequest } from '../store.js';
 import { claimedOf } from './job-copies.js';
 import type { MainSide, Running } from './main-side.js';
-
 import type { IndexEntry } from './ready-index/ready-index.js';
 
 /**

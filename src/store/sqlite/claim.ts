@@ -1,8 +1,7 @@
-import type { StartedAttempt } from '../store.js';
 import { type JobWire, toWire } from '../core/rows.js';
-import { parentResults } from './dependencies.js';
+import type { StartedAttempt } from '../store.js';
+import { parentsOf } from './dependencies.js';
 import type { FileState } from './file-state.js';
-
 import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**
@@ -46,7 +45,7 @@ export function claimRead(
     const row = file.s.selectJob.get(id);
     if (row === undefined) return null;
     const wire = toWire(row);
-    wire.parents = parentResults(file, wire.dependsOn);
+    wire.parents = parentsOf(file, wire.dependsOn);
     return wire;
   });
 }

@@ -1,10 +1,8 @@
-import type { JobError, ParentResult } from '../../jobs/model.js';
+import type { JobError, JobStatus, ParentResult } from '../../jobs/model.js';
+import { type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 import { dependencyMessage } from '../core/rules.js';
-import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
 import type { FileState } from './file-state.js';
-
 import { CLEAR_LEASE, type Preparer } from './prepare.js';
-import type { JobStatus } from '../../jobs/model.js';
 
 /** Waiting children of `parentId` whose parents are now all completed become ready. */
 export function releaseDependents(file: FileState, parentId: string, now: number): JobWire[] {
@@ -20,7 +18,7 @@ export function releaseDependents(file: FileState, parentId: string, now: number
     if (row === undefined) continue;
     file.counters.track(row.priority, 'waiting', row.status);
     const wire = toWire(row);
-    wire.parents = parentResults(file, wire.dependsOn);
+    wire.parents = parentsOf(file, wire.dependsOn);
     released.push(wire);
   }
   return released;
@@ -55,12 +53,8 @@ export function failDependents(
 }
 
 /** The results of a ready job's dependencies, in dependsOn order: what it runs with. */
-export function parentResults(file: FileState, dependsOn: string[]): ParentResult[] {
-  return dependsOn.map((id) => {
-    const row = file.s.selectParent.get(id);
-    // A parent removed since it completed: its result is gone.
-    return row === undefined ? { id, type: '', result: null } : { id, type: row.type, result: parseJson(row.result) };
-  });
+export function parentsOf(file: FileState, dependsOn: string[]): ParentResult[] {
+  return parentResults(dependsOn, (id) => file.s.selectParent.get(id));
 }
 
 /** The statements that follow dependencies, prepared once. */

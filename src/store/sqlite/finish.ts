@@ -1,10 +1,9 @@
 import type { JobStatus } from '../../jobs/model.js';
 import { type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { failDependents, parentResults, releaseDependents } from './dependencies.js';
+import { failDependents, parentsOf, releaseDependents } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import type { FinishAnswer, FinishRow } from './protocol.js';
-
 import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
+import type { FinishAnswer, FinishRow } from './protocol.js';
 
 /**
  * Attempts' outcomes on the file, each fenced on job, attempt and lease owner (and, for
@@ -31,7 +30,7 @@ function finishOne(file: FileState, item: FinishRow, now: number): FinishAnswer 
     file.counters.track(row.priority, 'running', 'queued');
     // The main thread puts it back in its ready index from this copy.
     const job = toWire(row);
-    job.parents = parentResults(file, job.dependsOn);
+    job.parents = parentsOf(file, job.dependsOn);
     return { status: 'queued', retryAt: null, job, others: [] };
   }
   if (outcome.kind === 'completed') {

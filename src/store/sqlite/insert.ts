@@ -1,108 +1,69 @@
-import type { JobStatus } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import { dependencyMessage } from '../core/rules.js';
+import { exceedsCapacity, initialStatus, planInsert } from '../core/insert-plan.js';
 import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
-import { parentResults } from './dependencies.js';
+import { parentsOf } from './dependencies.js';
 import type { FileState } from './file-state.js';
+import type { Preparer } from './prepare.js';
 import type { CreatedState, InsertAnswer, InsertRow } from './protocol.js';
 
-import { type Preparer } from './prepare.js';
-
 /**
- * A batch of new jobs, all or none: each is an idempotency replay, a dedupe stand-in,
- * or created as queued, scheduled, waiting (a dependency is not completed yet) or
- * failed (a dependency failed or was cancelled). Refused whole on an idempotency
- * conflict, an unknown dependency, or when the pending jobs would pass `capacity`.
+ * A batch of new jobs, all or none, as the core plans it (core/insert-plan.ts): each
+ * an idempotency replay, a dedupe stand-in, or created as queued, scheduled, waiting
+ * or failed. Refused whole on an idempotency conflict, an unknown dependency, or when
+ * the pending jobs would pass `capacity`.
  */
 export function insertJobs(file: FileState, rows: InsertRow[], now: number, capacity: number): InsertAnswer {
   const { s } = file;
+  const planning = planInsert(rows, {
+    byKey: (key) => s.selectByKey.get(key),
+    liveByDedupe: (key) => s.selectLiveByDedupe.get(key),
+    statusOf: (id) => s.selectStatus.get(id),
+    canonicalPayload: (index) => {
+      const row = rows[index] as InsertRow;
+      return row.canonicalPayload ?? canonicalJson(parseJson(row.payloadText));
+    },
+  });
+  let step = planning.next();
+  while (step.done !== true) {
+    step = planning.next(s.selectDoneByDedupe.get(step.value.dedupeKey, now - step.value.reuseMs));
+  }
+  const plan = step.value;
+  if (!plan.ok) return plan;
+
   const outcomes: Extract<InsertAnswer, { ok: true }>['outcomes'] = [];
   const created: { row: InsertRow; state: CreatedState }[] = [];
-  /** Status of each job created earlier in this batch. */
-  const batchStatus = new Map<string, JobStatus>();
-  /** A replayed item's new id → the id of the job it replays, for later items' dependsOn. */
-  const alias = new Map<string, string>();
-  const batchKeys = new Map<string, { type: string; payload: string; id: string; index: number }>();
-  /** Dedupe key → the item of this batch that holds it. */
-  const batchDedupe = new Map<string, string>();
-  let newPending = 0;
-
-  for (let index = 0; index < rows.length; index++) {
-    const item = rows[index] as InsertRow;
-    const key = item.idempotencyKey;
-    if (key !== null) {
-      const canonical = item.canonicalPayload ?? canonicalJson(parseJson(item.payloadText));
-      const earlier = batchKeys.get(key);
-      if (earlier !== undefined) {
-        if (earlier.type !== item.type || earlier.payload !== canonical) {
-          return { ok: false, reason: 'idempotency_conflict', index, existingId: earlier.id };
-        }
-        alias.set(item.id, earlier.id);
-        // Answered as the earlier item's job once the batch is known to be stored.
-        outcomes.push({ created: false, job: { id: earlier.id } as JobWire });
-        continue;
-      }
-      const existing = s.selectByKey.get(key);
-      if (existing !== undefined) {
-        if (existing.type !== item.type || canonicalJson(parseJson(existing.payload)) !== canonical) {
-          return { ok: false, reason: 'idempotency_conflict', index, existingId: existing.id };
-        }
-        alias.set(item.id, existing.id);
-        outcomes.push({ created: false, job: toWire(existing) });
-        continue;
-      }
-      batchKeys.set(key, { type: item.type, payload: canonical, id: item.id, index });
+  for (const planned of plan.outcomes) {
+    if ('replay' in planned) {
+      const job = toWire(planned.replay);
+      outcomes.push(
+        planned.dedupe === undefined ? { created: false, job } : { created: false, job, dedupe: planned.dedupe },
+      );
+    } else if ('alias' in planned) {
+      // Answered as the earlier item's job once the batch is known to be stored.
+      const job = { id: planned.alias } as JobWire;
+      outcomes.push(
+        planned.dedupe === undefined ? { created: false, job } : { created: false, job, dedupe: planned.dedupe },
+      );
+    } else {
+      const { index, decided, error, dependsOn } = planned.created;
+      const row = rows[index] as InsertRow;
+      const status = initialStatus(decided, row.runAt, now);
+      const state: CreatedState = {
+        status,
+        error,
+        runAt: status === 'scheduled' || status === 'waiting' ? row.runAt : null,
+        readyAt: status === 'queued' ? now : null,
+        finishedAt: status === 'failed' ? now : null,
+        dependsOn,
+        parents: null,
+      };
+      created.push({ row, state });
+      outcomes.push({ created: true, state });
     }
-    if (item.dedupeKey !== null) {
-      const standIn = dedupeStandIn(file, item, now, batchDedupe);
-      if (standIn !== null) {
-        alias.set(item.id, standIn.job.id);
-        outcomes.push(standIn);
-        continue;
-      }
-      batchDedupe.set(item.dedupeKey, item.id);
-    }
-
-    const dependsOn = item.dependsOn.map((id) => alias.get(id) ?? id);
-    let failedParent: { id: string; status: JobStatus } | null = null;
-    let waiting = false;
-    for (const parent of dependsOn) {
-      const status = batchStatus.get(parent) ?? s.selectStatus.get(parent);
-      if (status === undefined) return { ok: false, reason: 'unknown_dependency', index, dependency: parent };
-      if (status === 'failed' || status === 'cancelled') failedParent ??= { id: parent, status };
-      else if (status !== 'completed') waiting = true;
-    }
-
-    let status: JobStatus;
-    if (failedParent !== null) status = 'failed';
-    else if (waiting) status = 'waiting';
-    else if (item.runAt !== null && item.runAt > now) status = 'scheduled';
-    else status = 'queued';
-
-    const state: CreatedState = {
-      status,
-      error:
-        failedParent === null
-          ? null
-          : {
-              code: 'dependency_failed',
-              message: dependencyMessage(failedParent.id, failedParent.status),
-              attempt: 0,
-            },
-      runAt: status === 'scheduled' || status === 'waiting' ? item.runAt : null,
-      readyAt: status === 'queued' ? now : null,
-      finishedAt: status === 'failed' ? now : null,
-      dependsOn,
-      parents: null,
-    };
-    if (status !== 'failed') newPending++;
-    batchStatus.set(item.id, status);
-    created.push({ row: item, state });
-    outcomes.push({ created: true, state });
   }
 
   const pending = file.counters.pending;
-  if (newPending > 0 && pending + newPending > capacity) {
+  if (exceedsCapacity(pending, plan.newPending, capacity)) {
     return { ok: false, reason: 'queue_full', pending, capacity };
   }
 
@@ -140,7 +101,7 @@ export function insertJobs(file: FileState, rows: InsertRow[], now: number, capa
     file.counters.track(row.priority, null, state.status);
     // A ready job's dependencies are all completed: it runs with their results.
     if ((state.status === 'queued' || state.status === 'scheduled') && state.dependsOn.length > 0) {
-      state.parents = parentResults(file, state.dependsOn);
+      state.parents = parentsOf(file, state.dependsOn);
     }
   }
   // Items that replayed an earlier item of this batch answer with that item's job.
@@ -150,24 +111,6 @@ export function insertJobs(file: FileState, rows: InsertRow[], now: number, capa
     if (row !== undefined) outcome.job = toWire(row);
   }
   return { ok: true, outcomes };
-}
-
-/** The job that stands in for a dedupe item: an earlier item of the batch, an unfinished job, a reusable result. */
-function dedupeStandIn(
-  file: FileState,
-  item: InsertRow,
-  now: number,
-  batch: ReadonlyMap<string, string>,
-): { created: false; job: JobWire; dedupe: 'inflight' | 'result' } | null {
-  const key = item.dedupeKey as string;
-  const earlier = batch.get(key);
-  // Answered as the earlier item's job once the batch is known to be stored.
-  if (earlier !== undefined) return { created: false, job: { id: earlier } as JobWire, dedupe: 'inflight' };
-  const live = file.s.selectLiveByDedupe.get(key);
-  if (live !== undefined) return { created: false, job: toWire(live), dedupe: 'inflight' };
-  if (item.reuseMs === null) return null;
-  const done = file.s.selectDoneByDedupe.get(key, now - item.reuseMs);
-  return done === undefined ? null : { created: false, job: toWire(done), dedupe: 'result' };
 }
 
 /** The statements of an insert, prepared once. */

@@ -1,7 +1,7 @@
 import type { Job, JobSummary, NewJob, ParentResult } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
-import type { ClaimedJob } from '../store.js';
 import type { JobWire } from '../core/rows.js';
+import type { ClaimedJob } from '../store.js';
 import type { CreatedState, InsertRow } from './protocol.js';
 
 /** A new job as it crosses to the store thread: payload, metadata and callback as JSON text. */

@@ -1,7 +1,6 @@
 import type { Job, JobStatus, Progress } from '../../jobs/model.js';
-import type { StoreListener } from '../store.js';
-
 import type { JobWire } from '../core/rows.js';
+import type { StoreListener } from '../store.js';
 import { ReadyIndex } from './ready-index/ready-index.js';
 import type { SqliteStoreOptions } from './store.js';
 import { type Claim, StoreThreadClient } from './thread-client.js';

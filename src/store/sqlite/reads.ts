@@ -1,10 +1,10 @@
-import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
-import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toSummary, toWire } from '../core/rows.js';
 import { decodeCursor, encodeCursor } from '../core/page.js';
+import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toSummary, toWire } from '../core/rows.js';
+import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
+import type { Preparer, Statement } from './prepare.js';
 import type { Snapshot } from './protocol.js';
 import { SUMMARY_COLUMNS } from './rows.js';
-import { type Preparer, type Statement } from './prepare.js';
 
 /** Columns a list may filter on. */
 export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';

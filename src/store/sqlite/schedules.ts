@@ -1,11 +1,10 @@
+import { type ScheduleRow, toSchedule } from '../core/rows.js';
 import { tickApplies, tickOverlaps } from '../core/rules.js';
 import type { Schedule, ScheduleDefinition, ScheduleFire } from '../store.js';
-import { type ScheduleRow, toSchedule } from '../core/rows.js';
 import type { FileState } from './file-state.js';
 import { insertJobs } from './insert.js';
+import type { Preparer } from './prepare.js';
 import type { Answers, InsertAnswer, InsertRow } from './protocol.js';
-
-import { type Preparer } from './prepare.js';
 
 export function schedules(file: FileState): Schedule[] {
   return file.s.selectSchedules.all().map(toSchedule);

@@ -1,5 +1,5 @@
 import type { FileState } from './file-state.js';
-import { type Preparer } from './prepare.js';
+import type { Preparer } from './prepare.js';
 
 /** The settings table: whether dispatch is paused, and the task limits' overrides. */
 

@@ -20,6 +20,7 @@
 import type { Worker } from 'node:worker_threads';
 import type { FaultLogger } from '../../fault-log.js';
 import type { Job, NewJob, Progress } from '../../jobs/model.js';
+import { dueDelivery, jobFromWire } from '../core/rows.js';
 import type {
   Changes,
   ClaimedJob,
@@ -45,14 +46,12 @@ import type {
   StoreOptions,
 } from '../store.js';
 import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
-import { dueDelivery, jobFromWire } from '../core/rows.js';
 import { applyChanges, applyInsert } from './apply-changes.js';
 import * as attempts from './attempts.js';
 import { claimFromIndex } from './claim-from-index.js';
 import { insertRowOf } from './job-copies.js';
 import { MainSide } from './main-side.js';
 import type { Answers, InsertRow } from './protocol.js';
-
 import type { StoreThreadClient } from './thread-client.js';
 
 export interface SqliteStoreOptions extends StoreOptions {

@@ -20,7 +20,11 @@ import { dirname, resolve } from 'node:path';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
+import { deliveriesAdded } from './deliveries.js';
+import { fileHolders } from './file-holders.js';
+import { FileState } from './file-state.js';
 import { migrate } from './migrate.js';
+import { runOperation } from './operations.js';
 import {
   type Op,
   type OpResult,
@@ -30,10 +34,6 @@ import {
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
-import { fileHolders } from './file-holders.js';
-import { deliveriesAdded } from './deliveries.js';
-import { FileState } from './file-state.js';
-import { runOperation } from './operations.js';
 import { snapshot } from './reads.js';
 import { prepareStatements, type Statements } from './statements.js';
 
