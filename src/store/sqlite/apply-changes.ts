@@ -1,7 +1,8 @@
 import type { NewJob } from '../../jobs/model.js';
+import { createdJob } from '../core/insert-plan.js';
 import { jobFromWire, type JobWire } from '../core/rows.js';
 import type { Changes, InsertOutcome, InsertResult } from '../store.js';
-import { copyOf, createdJob } from './job-copies.js';
+import { copyOf } from './job-copies.js';
 import type { MainSide } from './main-side.js';
 import type { ChangesWire, InsertAnswer, InsertRow } from './protocol.js';
 

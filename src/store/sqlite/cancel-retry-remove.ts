@@ -1,6 +1,6 @@
-import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
+import { isTerminal, type JobStatus } from '../../jobs/model.js';
 import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
-import { dedupeRival, invalidState, retryTarget } from '../core/rules.js';
+import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import type { InvalidState } from '../store.js';
 import { failDependents, parentsOf } from './dependencies.js';
 import type { FileState } from './file-state.js';
@@ -12,11 +12,9 @@ import type { Answers, ChangesWire } from './protocol.js';
 export function cancel(file: FileState, id: string, now: number): ChangesWire | InvalidState | null {
   const state = file.s.selectState.get(id);
   if (state === undefined) return null;
-  if (isTerminal(state.status)) {
-    return invalidState(state.status, `job is ${state.status}; only a job that is not finished can be cancelled`);
-  }
-  const error: JobError = { code: 'cancelled', message: 'cancelled by request', attempt: state.attempts };
-  const row = file.s.cancel.get(JSON.stringify(error), now, id, state.status);
+  const refusal = cancelRefusal(state.status);
+  if (refusal !== null) return refusal;
+  const row = file.s.cancel.get(JSON.stringify(cancelledError(state.attempts)), now, id, state.status);
   if (row === undefined) return null;
   file.counters.track(row.priority, state.status, 'cancelled');
   return { job: toWire(row), others: failDependents(file, id, 'cancelled', now) };
@@ -43,12 +41,8 @@ export function retry(file: FileState, id: string, now: number): ChangesWire | I
 export function remove(file: FileState, id: string): Answers['remove'] {
   const state = file.s.selectState.get(id);
   if (state === undefined) return null;
-  if (!isTerminal(state.status)) {
-    return invalidState(
-      state.status,
-      `job is ${state.status}; only a finished job (completed, failed or cancelled) can be removed`,
-    );
-  }
+  const refusal = removeRefusal(state.status);
+  if (refusal !== null) return refusal;
   file.s.deleteJob.run(id);
   file.s.deleteDeps.run(id);
   file.counters.track(state.priority, state.status, null);

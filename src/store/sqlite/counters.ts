@@ -1,4 +1,5 @@
 import { JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
+import { isPending } from '../core/statuses.js';
 import type { Answers } from './protocol.js';
 
 /**
@@ -56,10 +57,6 @@ export class StatusCounters {
       pending: this.#pending,
     };
   }
-}
-
-function isPending(status: JobStatus): boolean {
-  return status === 'waiting' || status === 'scheduled' || status === 'queued' || status === 'retrying';
 }
 
 function emptyByStatus(): Record<JobStatus, number> {

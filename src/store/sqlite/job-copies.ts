@@ -1,8 +1,8 @@
-import type { Job, JobSummary, NewJob, ParentResult } from '../../jobs/model.js';
+import type { JobSummary, NewJob, ParentResult } from '../../jobs/model.js';
 import { canonicalJson } from '../canonical-json.js';
 import type { JobWire } from '../core/rows.js';
 import type { ClaimedJob } from '../store.js';
-import type { CreatedState, InsertRow } from './protocol.js';
+import type { InsertRow } from './protocol.js';
 
 /** A new job as it crosses to the store thread: payload, metadata and callback as JSON text. */
 export function insertRowOf(job: NewJob): InsertRow {
@@ -25,35 +25,6 @@ export function insertRowOf(job: NewJob): InsertRow {
     group: job.group ?? null,
     schedule: job.schedule ?? null,
     callbackText: job.callback == null ? null : JSON.stringify(job.callback),
-  };
-}
-
-/** A created job: what the caller sent, with the state the store thread decided. */
-export function createdJob(source: NewJob, state: CreatedState): Job {
-  return {
-    id: source.id,
-    type: source.type,
-    status: state.status,
-    priority: source.priority,
-    payload: source.payload ?? null,
-    result: null,
-    error: state.error,
-    attempts: 0,
-    maxAttempts: source.maxAttempts,
-    timeoutMs: source.timeoutMs,
-    backoff: source.backoff,
-    progress: null,
-    idempotencyKey: source.idempotencyKey,
-    dependsOn: state.dependsOn,
-    metadata: source.metadata ?? {},
-    group: source.group ?? null,
-    callback: source.callback ?? null,
-    runAt: state.runAt,
-    createdAt: source.createdAt,
-    startedAt: null,
-    finishedAt: state.finishedAt,
-    readyAt: state.readyAt,
-    schedule: source.schedule ?? null,
   };
 }
 

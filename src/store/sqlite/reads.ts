@@ -1,5 +1,5 @@
-import { decodeCursor, encodeCursor } from '../core/page.js';
-import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toSummary, toWire } from '../core/rows.js';
+import { decodeCursor, pageOf } from '../core/page.js';
+import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toWire } from '../core/rows.js';
 import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
@@ -47,12 +47,7 @@ export function list(file: FileState, filter: ListFilter): Page {
     for (const status of statuses) rows.push(...statement.all(status, ...values, ...tail));
     if (statuses.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
   }
-  const page = rows.length > limit ? rows.slice(0, limit) : rows;
-  const last = page[page.length - 1];
-  return {
-    jobs: page.map(toSummary),
-    nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
-  };
+  return pageOf(rows, limit);
 }
 
 export function expired(file: FileState, now: number, limit: number): ExpiredAttempt[] {
