@@ -1,12 +1,11 @@
 import { type JobWire, toWire } from '../core/rows.js';
-import type { StartedAttempt } from '../store.js';
 import { parentsOf } from './dependencies.js';
 import type { FileState } from './file-state.js';
 import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 
 /**
- * Claims and their leases on the file: queued → running under a lease, back to queued
- * when an attempt never started, due jobs promoted to queued, leases extended.
+ * Claims on the file: queued → running under a lease, back to queued when an attempt
+ * never started, due jobs promoted to queued.
  */
 
 /** Queued jobs become running under the lease; answers the ids that were not queued. */
@@ -74,19 +73,7 @@ export function unclaim(
   return released;
 }
 
-export function heartbeat(file: FileState, owner: string, ids: string[], expiresAt: number): string[] {
-  const lost: string[] = [];
-  for (const id of ids) {
-    if (file.s.heartbeat.run(expiresAt, id, owner).changes === 0) lost.push(id);
-  }
-  return lost;
-}
-
-export function started(file: FileState, rows: StartedAttempt[]): void {
-  for (const row of rows) file.s.started.run(row.startedAt, row.id, row.attempt, row.owner);
-}
-
-/** The statements of claims and leases, prepared once. */
+/** The statements of claims and promotions, prepared once. */
 export function prepareClaimStatements({ prepare }: Preparer) {
   return {
     promote: prepare(
@@ -102,8 +89,5 @@ export function prepareClaimStatements({ prepare }: Preparer) {
       `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = ?, ${CLEAR_LEASE}
        WHERE ${FENCE}`,
     ),
-    started: prepare(`UPDATE jobs SET started_at = ?, attempt_started = 1 WHERE ${FENCE}`),
-    heartbeat: prepare(`UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND status = 'running' AND lease_owner = ?`),
-    expireAll: prepare(`UPDATE jobs SET lease_expires_at = 0 WHERE status = 'running'`),
   };
 }

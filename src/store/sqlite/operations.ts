@@ -2,27 +2,33 @@
  * The job state machine on the SQLite file, and which file runs each operation the
  * main thread sends (protocol.ts); all of it runs in the store thread.
  *
- *   insert  → queued | scheduled | waiting | failed (a dependency failed or was cancelled)   insert.ts
- *   waiting → queued | scheduled        when the last dependency completes                  dependencies.ts
- *   scheduled, retrying → queued        promote, when runAt is reached                      claim.ts
- *   queued  → running                   claim, under a lease                                claim.ts
- *   running → completed | failed | retrying   finish (fenced on job, attempt and owner)     finish.ts
- *   non-terminal → cancelled            cancel; non-terminal → failed when a dependency fails  cancel-retry-remove.ts
- *   failed, cancelled → queued | waiting   retry                                            cancel-retry-remove.ts
+ *   insert → queued | scheduled | waiting | failed (a dependency failed      insert.ts
+ *            or was cancelled)
+ *   waiting → queued | scheduled       when the last dependency completes    dependencies.ts
+ *   scheduled, retrying → queued       promote, when runAt is reached        claim.ts
+ *   queued → running                   claim, under a lease                  claim.ts
+ *   running → completed | failed | retrying    finish (fenced on job,        finish.ts
+ *                                      attempt and owner)
+ *   non-terminal → cancelled           cancel                                job-actions.ts
+ *   non-terminal → failed              a dependency failed                   dependencies.ts
+ *   failed, cancelled → queued | waiting       retry                         job-actions.ts
+ *
+ * Leases (heartbeats, starts, expiry) are in lease.ts.
  *
  * Every transition is a compare-and-set on the status (and, for a running job, the
  * attempt and lease owner), so an outcome from an attempt that lost its job changes
  * nothing. The counters (counters.ts) are kept exact on every transition and rebuilt
  * from the file whenever a transaction is rolled back.
  */
-import { cancel, purge, remove, retry } from './cancel-retry-remove.js';
-import { claim, claimRead, heartbeat, promote, started, unclaim } from './claim.js';
+import { claim, claimRead, promote, unclaim } from './claim.js';
 import { claimDeliveries, deliveries, nextDelivery, recordDelivery } from './deliveries.js';
 import type { FileState } from './file-state.js';
 import { finish } from './finish.js';
 import { insertJobs } from './insert.js';
+import { cancel, purge, remove, retry } from './job-actions.js';
+import { expired, heartbeat, started } from './lease.js';
 import type { Op } from './protocol.js';
-import { expired, getJob, list, snapshot } from './reads.js';
+import { getJob, list, snapshot } from './reads.js';
 import { fireSchedule, getSchedule, putSchedule, removeSchedule, schedules } from './schedules.js';
 import { paused, putSetting, setPaused, settings } from './settings.js';
 

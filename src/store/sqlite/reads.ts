@@ -1,6 +1,6 @@
 import { decodeCursor, pageOf } from '../core/page.js';
-import { type ExpiredRow, type JobWire, type SummaryRow, toExpiredAttempt, toWire } from '../core/rows.js';
-import type { ExpiredAttempt, ListFilter, Page } from '../store.js';
+import { type JobWire, type SummaryRow, toWire } from '../core/rows.js';
+import type { ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
 import type { Snapshot } from './protocol.js';
@@ -9,7 +9,7 @@ import { SUMMARY_COLUMNS } from './rows.js';
 /** Columns a list may filter on. */
 export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';
 
-/** Reads of the file: one job, a page of the list, expired leases, the ready and due jobs. */
+/** Reads of the file: one job, a page of the list, the ready and due jobs. */
 
 export function getJob(file: FileState, id: string): JobWire | null {
   const row = file.s.selectJob.get(id);
@@ -50,10 +50,6 @@ export function list(file: FileState, filter: ListFilter): Page {
   return pageOf(rows, limit);
 }
 
-export function expired(file: FileState, now: number, limit: number): ExpiredAttempt[] {
-  return file.s.selectExpired.all(now, limit).map(toExpiredAttempt);
-}
-
 /** The queued and due jobs, for the main thread's ready index. */
 export function snapshot(file: FileState): Snapshot {
   return {
@@ -80,11 +76,6 @@ export function prepareReadStatements({ prepare }: Preparer) {
   const listQuery = (where: string) =>
     prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
   return {
-    selectExpired: prepare<ExpiredRow>(
-      `SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
-         backoff_max_ms, backoff_jitter
-       FROM jobs WHERE status = 'running' AND lease_expires_at < ? LIMIT ?`,
-    ),
     selectQueued: prepare<{
       id: string;
       type: string;

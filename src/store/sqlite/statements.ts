@@ -1,12 +1,13 @@
 import type Database from 'better-sqlite3';
 import type { JobStatus } from '../../jobs/model.js';
 import type { JobRow } from '../core/rows.js';
-import { prepareCancelRetryRemoveStatements } from './cancel-retry-remove.js';
 import { prepareClaimStatements } from './claim.js';
 import { prepareDeliveryStatements } from './deliveries.js';
 import { prepareDependencyStatements } from './dependencies.js';
 import { prepareFinishStatements } from './finish.js';
 import { prepareInsertStatements } from './insert.js';
+import { prepareJobActionStatements } from './job-actions.js';
+import { prepareLeaseStatements } from './lease.js';
 import { preparer } from './prepare.js';
 import { prepareReadStatements } from './reads.js';
 import { prepareScheduleStatements } from './schedules.js';
@@ -36,9 +37,10 @@ export function prepareStatements(db: Database.Database) {
     ),
     ...prepareInsertStatements(p),
     ...prepareClaimStatements(p),
+    ...prepareLeaseStatements(p),
     ...prepareFinishStatements(p),
     ...prepareDependencyStatements(p),
-    ...prepareCancelRetryRemoveStatements(p),
+    ...prepareJobActionStatements(p),
     ...prepareReadStatements(p),
     ...prepareSettingStatements(p),
     ...prepareScheduleStatements(p),

@@ -58,7 +58,7 @@ export function purge(file: FileState, status: JobStatus, olderThan: number, lim
 }
 
 /** The statements of cancel, retry, remove and purge, prepared once. */
-export function prepareCancelRetryRemoveStatements({ pluck, prepare }: Preparer) {
+export function prepareJobActionStatements({ pluck, prepare }: Preparer) {
   return {
     /** Another unfinished job with the job's dedupe key (a retry would make two). */
     selectDedupeRival: pluck<string>(
