@@ -5,7 +5,7 @@ import { newJobId } from '../../src/jobs/ids.js';
 import type { NewJob } from '../../src/jobs/model.js';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
-import { statements } from '../../src/store/postgres/sql.js';
+import { claimStatements } from '../../src/store/postgres/claim.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { completed, newJob, OWNER, rescueOnce } from './conformance.js';
@@ -326,7 +326,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
          FROM generate_series(1, 50000) AS g`,
       );
       await db.query(`ANALYZE "${schema}".jobs`);
-      const sql = statements(schema);
+      const sql = claimStatements(schema);
       const explain = async (text: string, params: unknown[]) => {
         await db.query('BEGIN');
         try {

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
-import { statements } from '../../src/store/postgres/sql.js';
+import { progressStatements } from '../../src/store/postgres/progress.js';
 import type { ClaimedJob } from '../../src/store/store.js';
 import { completed, insertOk, newJob } from './conformance.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
@@ -143,7 +143,7 @@ describe('postgres store: fences hold against a concurrent writer (KILN_TEST_PG)
       schema,
       claimed.map((job) => job.id),
       () =>
-        writer.query(statements(schema).progress, [
+        writer.query(progressStatements(schema).progress, [
           claimed.map((job) => job.id),
           claimed.map((job) => job.attempts),
           claimed.map(() => OWNER),

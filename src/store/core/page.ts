@@ -23,6 +23,12 @@ export function invalidCursor(cursor: string): StoreError {
   return new StoreError('invalid_cursor', `cursor must be a value from a previous page's nextCursor, got "${cursor}"`);
 }
 
+/** How many jobs a page of `limit` holds; null: none (a limit below one, or not a number). */
+export function pageSize(limit: number): number | null {
+  const size = Math.floor(limit);
+  return size > 0 ? size : null;
+}
+
 /** The page of `limit` jobs from rows read with a limit of `limit + 1`, newest first. */
 export function pageOf(rows: readonly SummaryRow[], limit: number): Page {
   const page = rows.length > limit ? rows.slice(0, limit) : rows;

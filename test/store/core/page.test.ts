@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeCursor, encodeCursor, pageOf } from '../../../src/store/core/page.js';
+import { decodeCursor, encodeCursor, pageOf, pageSize } from '../../../src/store/core/page.js';
 import type { SummaryRow } from '../../../src/store/core/rows.js';
 import { StoreError } from '../../../src/store/errors.js';
 
@@ -50,6 +50,17 @@ describe('cursors', () => {
           error.message === `cursor must be a value from a previous page's nextCursor, got "${cursor}"`,
       );
     }
+  });
+});
+
+describe('pageSize', () => {
+  it('takes whole jobs, and none for a limit below one', () => {
+    assert.equal(pageSize(20), 20);
+    assert.equal(pageSize(2.9), 2);
+    assert.equal(pageSize(0.5), null);
+    assert.equal(pageSize(0), null);
+    assert.equal(pageSize(-3), null);
+    assert.equal(pageSize(Number.NaN), null);
   });
 });
 

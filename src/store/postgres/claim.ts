@@ -1,0 +1,351 @@
+/**
+ * Claims on PostgreSQL, all four ways:
+ *
+ * - plain: one statement, FOR UPDATE SKIP LOCKED over the claim index, in order;
+ * - micro-batched: one short transaction that reads the candidates, forms the batches
+ *   here (core/micro-batches.ts), and claims the chosen ones;
+ * - aged (priority aging): candidates level by level, ordered by effective priority;
+ * - cluster-limited (task limits): candidates type by type under an advisory lock per
+ *   limited type, each type's allowance cut to what the cluster leaves.
+ *
+ * Due jobs are promoted first; claimed jobs carry their parents' results.
+ */
+import { formBatches } from '../core/micro-batches.js';
+import { type JobRow, type JobWire, jobFromWire, parentResults, toWire } from '../core/rows.js';
+import type { ClaimedJob, ClaimRequest, TaskLimits } from '../store.js';
+import type { StoreContext } from './context.js';
+import { prefixed } from './sql.js';
+
+/** Candidates read by a micro-batched claim at most. */
+const MAX_CANDIDATES = 512;
+
+/** Batches of one job each, for a claim without micro-batching that still forms batches. */
+const SINGLE_JOBS: NonNullable<ClaimRequest['micro']> = {
+  costs: new Map<string, number>(),
+  budgetMs: 0,
+  maxJobs: 1,
+  solo: new Set<string>(),
+};
+
+/**
+ * Under priority aging, when the first candidate of a level in claim order became
+ * ready: a level ages as its next job in fair order, so the level with the best
+ * effective priority is taken first and, inside it, groups still take turns.
+ */
+const LEVEL_HEAD_READY_AT =
+  'first_value(c.ready_at) OVER (PARTITION BY c.priority ORDER BY c.round, c.ready_at, c.ready_seq)';
+
+export function claimStatements(schema: string) {
+  const s = `"${schema}"`;
+  const now = `${s}.now_ms()`;
+  return {
+    /**
+     * The claim: the best queued jobs in index order ($2 of them), skipping rows other
+     * claimers hold, become running under the owner's lease ($1, $3 ms). Nothing while
+     * dispatch is paused cluster-wide.
+     */
+    claim: `
+WITH picked AS MATERIALIZED (
+  SELECT id, started_at AS previous_start FROM ${s}.jobs
+  WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+  ORDER BY priority DESC, round, ready_at, ready_seq
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
+  prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
+  lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
+FROM picked WHERE j.id = picked.id
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+    /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
+    claimCandidates: `
+SELECT id::text AS id, type FROM ${s}.jobs
+WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY priority DESC, round, ready_at, ready_seq
+LIMIT $1
+FOR UPDATE SKIP LOCKED`,
+    /** The chosen candidates, found by id alone (never by status: see the finish function). */
+    claimIds: `
+WITH picked AS MATERIALIZED (
+  SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
+    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'queued')
+UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
+  prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
+  lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
+FROM picked WHERE j.id = picked.id AND j.status = 'queued'
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+    /**
+     * Candidates under priority aging ($4 ms a level): a job's effective priority is
+     * least(9, priority + waited / $4), which no index orders. A level ages as its first
+     * job in claim order (jobs_claim, or jobs_claim_type per type), so the candidates are
+     * the first $3 of each level (of each type: $1 types, at most $2 of each), levels
+     * ordered by the effective priority of their first job, then its ready time.
+     */
+    claimCandidatesAged: `
+SELECT c.id::text AS id, c.type FROM generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.priority = l.p
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
+  LIMIT $1
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $2::bigint) DESC, ${LEVEL_HEAD_READY_AT},
+  c.priority DESC, c.round, c.ready_at, c.ready_seq
+LIMIT $1`,
+    /**
+     * Task limits across the cluster. A claim that applies them first takes a
+     * transaction-scoped advisory lock per limited type ($2, in order), so that two servers
+     * never both count the same free place, then reads what each type uses: running
+     * attempts and starts inside its rate window ($3 ms; 0 without a rate limit).
+     */
+    lockLimitedTypes: `SELECT pg_advisory_xact_lock(hashtextextended($1 || ':limit:' || t, 0))
+      FROM unnest($2::text[]) AS t ORDER BY t`,
+    limitUsage: `
+SELECT t.type,
+  (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.type = t.type)::int AS running,
+  (SELECT count(*) FROM ${s}.rate_starts r WHERE r.type = t.type AND r.at > ${now} - t.per_ms)::int AS started
+FROM unnest($1::text[], $2::bigint[]) AS t(type, per_ms)`,
+    /** Forget starts that left their type's window. */
+    forgetStarts: `DELETE FROM ${s}.rate_starts r USING unnest($1::text[], $2::bigint[]) AS t(type, per_ms)
+      WHERE r.type = t.type AND r.at <= ${now} - t.per_ms`,
+    recordStarts: `INSERT INTO ${s}.rate_starts (type, at) SELECT t, ${now} FROM unnest($1::text[]) AS t`,
+    /**
+     * Candidates type by type ($1 types, at most $2 of each, best first, $3 in all), so a
+     * type held back by its limit is never read: each type is one probe of jobs_claim_type.
+     */
+    claimCandidatesByType: `
+SELECT c.id::text AS id, c.type FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
+  LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY c.priority DESC, c.round, c.ready_at, c.ready_seq
+LIMIT $3`,
+    claimCandidatesByTypeAged: `
+SELECT c.id::text AS id, c.type
+FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = l.p
+  ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
+  LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $4::bigint) DESC, ${LEVEL_HEAD_READY_AT},
+  c.priority DESC, c.round, c.ready_at, c.ready_seq
+LIMIT $3`,
+    /** Held types that have queued jobs (a claim passed them over). */
+    queuedTypes: `SELECT t AS type FROM unnest($1::text[]) AS t
+      WHERE EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t)`,
+  };
+}
+
+export class PgClaim {
+  readonly #ctx: StoreContext;
+  readonly #sql: ReturnType<typeof claimStatements>;
+
+  constructor(ctx: StoreContext) {
+    this.#ctx = ctx;
+    this.#sql = claimStatements(ctx.options.schema);
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedJob[][]> {
+    this.#ctx.db.assertOpen();
+    if (!this.#ctx.db.available || request.batches <= 0) return [];
+    await this.#ctx.due.promoteIfDue();
+    const { rows, groups } = await this.#claimRows(request);
+    if (rows.length === 0) return [];
+    const claimed = new Map<string, ClaimedRow>();
+    const withParents: string[] = [];
+    for (const row of rows) {
+      const wire = toWire(row);
+      claimed.set(wire.id, {
+        wire,
+        previousStart: row.previous_start,
+        seq: row.ready_seq ?? 0,
+        round: Number(row.round),
+      });
+      wire.parents = [];
+      if (wire.dependsOn.length > 0) withParents.push(...wire.dependsOn);
+    }
+    if (withParents.length > 0) {
+      const parents = await this.#ctx.db
+        .query<{ id: string; type: string; result: string | null }>(this.#ctx.shared.parents, [
+          [...new Set(withParents)],
+        ])
+        .catch(() => null);
+      const byId = new Map(parents?.rows.map((row) => [row.id, row]) ?? []);
+      for (const { wire } of claimed.values()) wire.parents = parentResults(wire.dependsOn, (id) => byId.get(id));
+    }
+    const batches: ClaimedJob[][] =
+      groups === null
+        ? [...claimed.values()].sort(inClaimOrder).map(({ wire }) => [claimedOf(wire)])
+        : groups
+            .map((ids) =>
+              ids.flatMap((id) => (claimed.has(id) ? [claimedOf((claimed.get(id) as ClaimedRow).wire)] : [])),
+            )
+            .filter((batch) => batch.length > 0);
+    for (const { wire, previousStart } of claimed.values()) {
+      this.#ctx.running.set(wire.id, { wire, owner: request.owner, previousStart });
+      this.#ctx.news.changed(wire.id, wire.type, 'running', () => jobFromWire(wire));
+    }
+    return batches;
+  }
+
+  /** The claimed rows, and the batches they form (null: one job each, in claim order). */
+  async #claimRows(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] | null }> {
+    const { limits, types, micro } = request;
+    if (limits !== undefined && limits !== null && limits.size > 0 && types) {
+      return this.#claimLimited(request, limits, types);
+    }
+    if ((this.#ctx.options.priorityAgingMs ?? 0) > 0) return this.#claimAged(request);
+    if (micro === null || micro.costs.size === 0) return { rows: await this.#claimPlain(request), groups: null };
+    return this.#claimMicroBatched(request, micro);
+  }
+
+  /** A claim of single jobs: one statement, in claim order. */
+  async #claimPlain(request: ClaimRequest): Promise<ClaimRow[]> {
+    const values = [request.owner, request.batches, request.leaseMs];
+    return (await this.#ctx.db.query<ClaimRow>(this.#sql.claim, values)).rows;
+  }
+
+  /** A micro-batched claim: the candidates in claim order, the batches formed here, the chosen ones claimed. */
+  async #claimMicroBatched(
+    request: ClaimRequest,
+    micro: NonNullable<ClaimRequest['micro']>,
+  ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
+    // The candidates must come in index order; a planner without statistics for a young
+    // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
+    return this.#ctx.db.transaction(async (client) => {
+      const candidates = (await client.query<{ id: string; type: string }>(this.#sql.claimCandidates, [limit])).rows;
+      const groups = formBatches(candidates, request.batches, micro);
+      const ids = groups.flat();
+      if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
+      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      return { rows, groups };
+    }, 'BEGIN; SET LOCAL enable_sort = off');
+  }
+
+  /** A claim under priority aging: candidates level by level, ordered by effective priority. */
+  async #claimAged(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const micro = request.micro ?? SINGLE_JOBS;
+    const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
+    return this.#ctx.db.transaction(async (client) => {
+      const candidates = (
+        await client.query<{ id: string; type: string }>(this.#sql.claimCandidatesAged, [
+          limit,
+          this.#ctx.options.priorityAgingMs,
+        ])
+      ).rows;
+      const formed = formBatches(candidates, request.batches, micro);
+      const ids = formed.flat();
+      if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
+      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      return { rows, groups: formed };
+    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+  }
+
+  /**
+   * A claim under task limits, applied across every server: under an advisory lock per
+   * limited type, each type's allowance is this server's (`allowance`) cut to what the
+   * cluster leaves (running attempts of the type, starts inside its rate window, on the
+   * database's clock); candidates are read type by type, so a held type's backlog is
+   * never read; the starts of rate-limited types are recorded in the same transaction.
+   */
+  async #claimLimited(
+    request: ClaimRequest,
+    limits: ReadonlyMap<string, TaskLimits>,
+    types: readonly string[],
+  ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
+    const aging = this.#ctx.options.priorityAgingMs ?? 0;
+    const limited = [...limits.keys()].sort();
+    const perMs = limited.map((type) => limits.get(type)?.rateLimit?.perMs ?? 0);
+    const micro = request.micro ?? SINGLE_JOBS;
+    const perBatch = Math.max(1, micro.maxJobs);
+    let passed: string[] = [];
+    const result = await this.#ctx.db.transaction(async (client) => {
+      await client.query(this.#sql.lockLimitedTypes, [this.#ctx.options.schema, limited]);
+      const usage = await client.query<{ type: string; running: number; started: number }>(this.#sql.limitUsage, [
+        limited,
+        perMs,
+      ]);
+      const left = new Map<string, number>();
+      for (const row of usage.rows) {
+        const limit = limits.get(row.type);
+        let allowed = request.allowance?.get(row.type) ?? Number.POSITIVE_INFINITY;
+        if (limit?.concurrency != null) allowed = Math.min(allowed, limit.concurrency - row.running);
+        if (limit?.rateLimit != null) allowed = Math.min(allowed, limit.rateLimit.max - row.started);
+        left.set(row.type, Math.max(0, allowed));
+      }
+      const held = limited.filter((type) => left.get(type) === 0);
+      const open = types.filter((type) => left.get(type) !== 0);
+      const total = Math.min(MAX_CANDIDATES, request.batches * perBatch);
+      const counts = open.map((type) => Math.min(total, left.get(type) ?? total));
+      const candidates =
+        open.length === 0
+          ? []
+          : (
+              await client.query<{ id: string; type: string }>(
+                aging > 0 ? this.#sql.claimCandidatesByTypeAged : this.#sql.claimCandidatesByType,
+                aging > 0 ? [open, counts, total, aging] : [open, counts, total],
+              )
+            ).rows;
+      // Limited types are counted one job at a time: never in a micro-batch.
+      const costs = new Map([...micro.costs].filter(([type]) => !limits.has(type)));
+      const taken = new Map<string, number>();
+      const fitting = candidates.filter((candidate) => {
+        const allowed = left.get(candidate.type);
+        if (allowed === undefined) return true;
+        const n = taken.get(candidate.type) ?? 0;
+        if (n >= allowed) return false;
+        taken.set(candidate.type, n + 1);
+        return true;
+      });
+      const formed = formBatches(fitting, request.batches, { ...micro, costs });
+      const ids = formed.flat();
+      if (held.length > 0 && request.passedOver !== undefined) {
+        passed = (await client.query<{ type: string }>(this.#sql.queuedTypes, [held])).rows.map((row) => row.type);
+      }
+      if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
+      const claimed = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const rated = claimed.filter((row) => limits.get(row.type)?.rateLimit != null).map((row) => row.type);
+      if (rated.length > 0) {
+        await client.query(this.#sql.forgetStarts, [limited, perMs]);
+        await client.query(this.#sql.recordStarts, [rated]);
+      }
+      return { rows: claimed, groups: formed };
+      // Sorting off keeps each type's probe on jobs_claim_type; the one sort left (the
+      // candidates of all types, a few rows) then costs 1e10 to the planner, which must
+      // not take that for a reason to JIT-compile the statement (100+ ms a claim).
+    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+    for (const type of passed) request.passedOver?.(type);
+    return result;
+  }
+}
+
+/** A claimed row, with what orders it and what the running map keeps. */
+interface ClaimedRow {
+  wire: JobWire;
+  previousStart: number | null;
+  seq: number;
+  round: number;
+}
+
+/** Claim order (the claim index's): priority, the group's turn, ready time, place in line. */
+function inClaimOrder(a: ClaimedRow, b: ClaimedRow): number {
+  return (
+    b.wire.priority - a.wire.priority ||
+    a.round - b.round ||
+    (a.wire.readyAt ?? 0) - (b.wire.readyAt ?? 0) ||
+    a.seq - b.seq
+  );
+}
+
+type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null; round: number | string };
+
+function claimedOf(wire: JobWire): ClaimedJob {
+  const { payloadText, resultText: _result, parents, ...summary } = wire;
+  return { ...summary, payloadText: payloadText ?? 'null', parents: parents ?? [] };
+}

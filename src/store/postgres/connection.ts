@@ -1,0 +1,293 @@
+/**
+ * The connections of the PostgreSQL store: the pool, statements on it, transactions, and
+ * whether the database is there. A query that fails for want of the database marks the
+ * store unavailable (writes answer 503, /ready 503); a probe every second brings it back.
+ */
+import pg from 'pg';
+import { StoreError } from '../errors.js';
+import { isInvalidState } from '../store.js';
+
+export interface ConnectionOptions {
+  url: string;
+  schema: string;
+  /** Connections of the pool (the listener has one more of its own). */
+  poolSize: number;
+  /** The store's clock (tests pass a fake one); null: the database's. */
+  clock: (() => number) | null;
+}
+
+/**
+ * A job id this store can hold: a UUID as it writes them, in lower case. An id is
+ * case-sensitive on every store, though the uuid type would take either case.
+ */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+const PROBE_EVERY_MS = 1000;
+/** How long a statement may go unanswered before it fails as store_unavailable (upkeep excepted). */
+const QUERY_TIMEOUT_MS = 15_000;
+/** Errors that mean the database cannot be reached or cannot write, not a bad statement. */
+const UNAVAILABLE_SQLSTATES = /^(08|53|57P|58)/;
+
+export class PgConnection {
+  readonly schema: string;
+  readonly #options: ConnectionOptions;
+  readonly #pool: pg.Pool;
+  readonly #onAvailable: () => void;
+  #available = true;
+  #probe: NodeJS.Timeout | null = null;
+  #closed = false;
+  /** Local clock + skew = the database's clock. */
+  #skewMs = 0;
+  #observeCommit: ((seconds: number) => void) | null = null;
+
+  /** `onAvailable`: the database answers again after it did not. */
+  constructor(options: ConnectionOptions, onAvailable: () => void) {
+    this.schema = options.schema;
+    this.#options = options;
+    this.#onAvailable = onAvailable;
+    this.#pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize,
+      types: { getTypeParser },
+      connectionTimeoutMillis: 5000,
+      // A database that stops answering without closing the connection: the statement
+      // fails (503) rather than waiting with it; the connection is dropped.
+      query_timeout: QUERY_TIMEOUT_MS,
+      keepAlive: true,
+      application_name: 'kiln',
+    });
+    // An idle connection that breaks must not take the process down; the next query reconnects.
+    this.#pool.on('error', () => this.#probeSoon());
+  }
+
+  get available(): boolean {
+    return this.#available && !this.#closed;
+  }
+
+  /** Whether the store is closed: no statement runs any more. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Whether the store runs on a clock of its own (tests) rather than the database's. */
+  get fakeClock(): boolean {
+    return this.#options.clock !== null;
+  }
+
+  /** The database's clock as this process estimates it (or the store's own clock). */
+  now(): number {
+    return this.#options.clock === null ? Date.now() + this.#skewMs : this.#options.clock();
+  }
+
+  /** The database's clock read at local time `localMs`: the skew every later `now()` applies. */
+  setDatabaseNow(databaseMs: number, localMs: number): void {
+    this.#skewMs = Math.round(databaseMs - localMs);
+  }
+
+  observeCommits(observer: ((seconds: number) => void) | null): void {
+    this.#observeCommit = observer;
+  }
+
+  assertOpen(): void {
+    if (this.#closed) throw new StoreError('store_closed', 'the job store is closed');
+  }
+
+  /** A connection of its own, outside the pool (the listener's). */
+  newClient(): pg.Client {
+    return new pg.Client({
+      connectionString: this.#options.url,
+      types: { getTypeParser },
+      connectionTimeoutMillis: 5000,
+      keepAlive: true,
+    });
+  }
+
+  async connect(): Promise<pg.PoolClient> {
+    try {
+      const client = await this.#pool.connect();
+      // A checked-out connection that breaks between two statements emits 'error' with no
+      // listener of the pool's: the statement in flight fails instead, and release drops it.
+      if (!guarded.has(client)) {
+        guarded.add(client);
+        client.on('error', (error) => this.#markUnavailable(error));
+      }
+      if (this.#options.clock !== null) {
+        await client.query(`SELECT set_config('kiln.now_ms', $1, false)`, [String(this.#options.clock())]);
+      }
+      return client;
+    } catch (error) {
+      throw this.#translate(error);
+    }
+  }
+
+  async query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    this.assertOpen();
+    if (this.#options.clock !== null) return this.withClient((client) => client.query<R>(text, values));
+    try {
+      const result = await this.#pool.query<R>(text, values);
+      this.#markAvailable();
+      return result;
+    } catch (error) {
+      throw this.#translate(error);
+    }
+  }
+
+  /**
+   * A statement straight on the pool, its failure not taken as the database's absence
+   * (notifications, counters folding, the last words of a closing store).
+   */
+  poolQuery(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    return this.#pool.query(text, values);
+  }
+
+  async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    const client = await this.connect();
+    let broken: unknown;
+    try {
+      const result = await work(client);
+      this.#markAvailable();
+      return result;
+    } catch (error) {
+      broken = error;
+      throw this.#translate(error);
+    } finally {
+      client.release(broken !== undefined && isUnavailable(broken) ? (broken as Error) : undefined);
+    }
+  }
+
+  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+    return this.withClient(async (client) => {
+      const started = performance.now();
+      await client.query(begin);
+      const after: (() => void)[] = [];
+      afterCommitHooks.set(client, after);
+      try {
+        const result = await work(client);
+        // Answers that change nothing (invalid state, queue full, again) roll back.
+        if (result === 'again' || isInvalidState(result) || isRefusal(result)) await client.query('ROLLBACK');
+        else {
+          await client.query('COMMIT');
+          this.#observeCommit?.((performance.now() - started) / 1000);
+        }
+        if (!(result === 'again' || isInvalidState(result) || isRefusal(result))) for (const hook of after) hook();
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        afterCommitHooks.delete(client);
+      }
+    });
+  }
+
+  /** Whether the client runs a transaction of `transaction()`. */
+  inTransaction(client: pg.PoolClient): boolean {
+    return afterCommitHooks.has(client);
+  }
+
+  /** Runs `hook` once the client's transaction committed (at once outside a transaction). */
+  afterCommit(client: pg.PoolClient, hook: () => void): void {
+    const hooks = afterCommitHooks.get(client);
+    if (hooks === undefined) hook();
+    else hooks.push(hook);
+  }
+
+  /** A write outside an explicit transaction (it commits by itself), timed for kiln_store_commit_seconds. */
+  async timedWrite<T>(write: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const result = await write();
+    this.#observeCommit?.((performance.now() - started) / 1000);
+    return result;
+  }
+
+  /** No statement runs any more; the probe stops. */
+  markClosed(): void {
+    this.#closed = true;
+    if (this.#probe !== null) clearTimeout(this.#probe);
+  }
+
+  async end(): Promise<void> {
+    await this.#pool.end().catch(() => undefined);
+  }
+
+  #translate(error: unknown): unknown {
+    if (error instanceof StoreError) return error;
+    if (isUnavailable(error)) {
+      this.#markUnavailable(error);
+      return new StoreError('store_unavailable', `the database cannot be reached: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return error;
+  }
+
+  #markUnavailable(_error: unknown): void {
+    if (this.#closed) return;
+    this.#available = false;
+    if (this.#probe !== null) return;
+    const probe = () => {
+      this.#probe = setTimeout(() => {
+        this.#pool.query('SELECT 1').then(
+          () => {
+            this.#probe = null;
+            this.#markAvailable();
+          },
+          () => probe(),
+        );
+      }, PROBE_EVERY_MS);
+      this.#probe.unref();
+    };
+    probe();
+  }
+
+  /** An idle connection broke: see at once whether the database still answers. */
+  #probeSoon(): void {
+    if (this.#closed) return;
+    this.#pool.query('SELECT 1').then(
+      () => this.#markAvailable(),
+      (error: unknown) => this.#markUnavailable(error),
+    );
+  }
+
+  #markAvailable(): void {
+    if (this.#available || this.#closed) return;
+    this.#available = true;
+    this.#onAvailable();
+  }
+}
+
+/** Rows in id order, as every statement that locks several jobs takes them: no deadlocks. */
+export function inIdOrder<T extends { id: string }>(items: readonly T[]): T[] {
+  return items.filter((item) => UUID.test(item.id)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+const guarded = new WeakSet<pg.PoolClient>();
+
+const afterCommitHooks = new WeakMap<pg.PoolClient, (() => void)[]>();
+
+function getTypeParser(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
+  // bigint columns hold ms since the epoch and counts: well inside a double's exact range.
+  if (oid === 20) return (value: string) => Number(value);
+  return pg.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
+}
+
+function isUnavailable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_SQLSTATES.test(code)) return true;
+    if (/^E[A-Z]+$/.test(code)) return true; // ECONNREFUSED, ECONNRESET, ETIMEDOUT, EPIPE…
+  }
+  const message = (error as { message?: unknown }).message;
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|not queryable/i.test(
+      message,
+    )
+  );
+}
+
+function isRefusal(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as { ok?: unknown }).ok === false;
+}

@@ -1,0 +1,114 @@
+/** Reads on PostgreSQL: jobs by id, the list a page at a time, and the counts. */
+import type { Job, JobStatus } from '../../jobs/model.js';
+import { JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
+import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
+import { type JobRow, jobFromWire, toWire } from '../core/rows.js';
+import { pendingOf } from '../core/statuses.js';
+import type { ListFilter, Page, QueueCounts } from '../store.js';
+import { UUID } from './connection.js';
+import type { StoreContext } from './context.js';
+import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
+
+function readStatements(schema: string) {
+  const s = `"${schema}"`;
+  return {
+    get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
+    counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
+    /** When the oldest queued job became ready: one probe of the claim index per priority. */
+    oldestQueued: `
+SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
+LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p.priority
+         ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
+    list: (where: string[], limitParam: number) =>
+      `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+ORDER BY id DESC LIMIT $${limitParam}`,
+  };
+}
+
+export class PgReads {
+  readonly #ctx: StoreContext;
+  readonly #sql: ReturnType<typeof readStatements>;
+
+  constructor(ctx: StoreContext) {
+    this.#ctx = ctx;
+    this.#sql = readStatements(ctx.options.schema);
+  }
+
+  async get(id: string): Promise<Job | null> {
+    if (!UUID.test(id)) return null;
+    const row = (await this.#ctx.db.query<JobRow>(this.#sql.get, [id])).rows[0];
+    return row === undefined ? null : this.#jobOf(row);
+  }
+
+  async getMany(ids: readonly string[]): Promise<Job[]> {
+    const valid = ids.filter((id) => UUID.test(id));
+    if (valid.length === 0) return [];
+    const rows = (await this.#ctx.db.query<JobRow>(this.#ctx.shared.getMany, [valid])).rows;
+    return rows.map((row) => this.#jobOf(row));
+  }
+
+  /** A job as read, with the progress of its attempt here if that is newer than the stored one. */
+  #jobOf(row: JobRow): Job {
+    const job = jobFromWire(toWire(row));
+    const running = this.#ctx.running.get(job.id);
+    if (running !== undefined && job.status === 'running' && running.wire.attempts === job.attempts) {
+      job.progress = running.wire.progress;
+    }
+    return job;
+  }
+
+  async list(filter: ListFilter): Promise<Page> {
+    const limit = pageSize(filter.limit);
+    if (limit === null) return { jobs: [], nextCursor: null };
+    const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
+    if (before !== null && !UUID.test(before)) throw invalidCursor(filter.cursor as string);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
+    if (statuses !== null) {
+      params.push(statuses);
+      where.push(`status = ANY($${params.length}::text[])`);
+    }
+    if (filter.type !== undefined) {
+      params.push(filter.type);
+      where.push(`type = $${params.length}`);
+    }
+    if (filter.group !== undefined) {
+      params.push(filter.group);
+      where.push(`group_key = $${params.length}`);
+    }
+    if (filter.schedule !== undefined) {
+      params.push(filter.schedule);
+      where.push(`schedule = $${params.length}`);
+    }
+    if (before !== null) {
+      params.push(before);
+      where.push(`id < $${params.length}::uuid`);
+    }
+    params.push(limit + 1);
+    const rows = (await this.#ctx.db.query<JobRow>(this.#sql.list(where, params.length), params)).rows;
+    return pageOf(rows, limit);
+  }
+
+  async counts(): Promise<QueueCounts> {
+    const [counts, oldest] = await Promise.all([
+      this.#ctx.db.query<{ status: JobStatus; priority: number; n: number }>(this.#sql.counts),
+      this.#ctx.db.query<{ at: number | null }>(this.#sql.oldestQueued),
+    ]);
+    const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+    const queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
+    for (const row of counts.rows) {
+      if (!(row.status in byStatus)) continue;
+      byStatus[row.status] += Number(row.n);
+      if (row.status === 'queued')
+        queuedByPriority[row.priority] = (queuedByPriority[row.priority] ?? 0) + Number(row.n);
+    }
+    return {
+      byStatus,
+      queuedByPriority,
+      pending: pendingOf(byStatus),
+      oldestQueuedReadyAt: oldest.rows[0]?.at ?? null,
+      exact: true,
+    };
+  }
+}
