@@ -1,4 +1,4 @@
-import { decodeCursor, pageOf } from '../core/page.js';
+import { decodeCursor, pageOf, pageSize } from '../core/page.js';
 import { type JobWire, type SummaryRow, toWire } from '../core/rows.js';
 import type { ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
@@ -17,8 +17,8 @@ export function getJob(file: FileState, id: string): JobWire | null {
 }
 
 export function list(file: FileState, filter: ListFilter): Page {
-  const limit = Math.floor(filter.limit);
-  if (!(limit > 0)) return { jobs: [], nextCursor: null };
+  const limit = pageSize(filter.limit);
+  if (limit === null) return { jobs: [], nextCursor: null };
   const before = filter.cursor === undefined ? null : decodeCursor(filter.cursor);
   const fetch = limit + 1;
   const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
