@@ -87,7 +87,7 @@ export class SqliteStore implements JobStore {
    */
   static async open(path: string, options: SqliteStoreOptions): Promise<SqliteStore> {
     const store = new SqliteStore(path, options);
-    await store.#side.thread.start();
+    await store.#thread.start();
     return store;
   }
 
