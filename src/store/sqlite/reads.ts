@@ -4,7 +4,6 @@ import type { ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
 import type { Snapshot } from './protocol.js';
-import { SUMMARY_COLUMNS } from './rows.js';
 
 /** Columns a list may filter on. */
 export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';
@@ -69,6 +68,12 @@ export function snapshot(file: FileState): Snapshot {
     })),
   };
 }
+
+/** The columns of a job's summary, in the order of `SummaryRow`. */
+const SUMMARY_COLUMNS =
+  'id, type, status, priority, error, attempts, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, ' +
+  'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
+  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback';
 
 /** The statements of the reads, prepared once. */
 export function prepareReadStatements({ prepare }: Preparer) {
