@@ -20,7 +20,11 @@ import { dirname, resolve } from 'node:path';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
+import { deliveriesAdded } from './deliveries.js';
+import { fileHolders } from './file-holders.js';
+import { FileState } from './file-state.js';
 import { migrate } from './migrate.js';
+import { runOperation } from './operations.js';
 import {
   type Op,
   type OpResult,
@@ -30,14 +34,13 @@ import {
   type StoreThreadData,
   type WireError,
 } from './protocol.js';
-import { fileHolders } from './file-holders.js';
+import { snapshot } from './reads.js';
 import { prepareStatements, type Statements } from './statements.js';
-import { SqliteTransitions } from './transitions.js';
 
 const data = workerData as StoreThreadData;
 const port = parentPort;
 
-function open(): { db: Database.Database; s: Statements; transitions: SqliteTransitions } {
+function open(): { db: Database.Database; s: Statements; file: FileState } {
   const inMemory = data.path === ':memory:' || data.path === '';
   if (!inMemory) mkdirSync(dirname(resolve(data.path)), { recursive: true });
   // No busy wait: the only other holder of the file can be another Kiln process, and it
@@ -57,15 +60,15 @@ function open(): { db: Database.Database; s: Statements; transitions: SqliteTran
     // An exclusive transaction takes the file lock now, not at the first write. Holding
     // the lock proves that no other process runs any job of this file, so every lease
     // in it is dead: the rescuer retries those attempts at once.
-    let transitions: SqliteTransitions | null = null;
+    let file: FileState | null = null;
     db.transaction(() => {
       if (data.expireLeases) {
         s.expireAll.run();
         s.freeDeliveries.run();
       }
-      transitions = new SqliteTransitions(s);
+      file = new FileState(s);
     }).exclusive();
-    return { db, s, transitions: transitions as unknown as SqliteTransitions };
+    return { db, s, file: file as unknown as FileState };
   } catch (error) {
     db.close();
     if (isBusy(error)) {
@@ -82,77 +85,10 @@ function open(): { db: Database.Database; s: Statements; transitions: SqliteTran
   }
 }
 
-function run(t: SqliteTransitions, op: Op): unknown {
-  switch (op.op) {
-    case 'insert':
-      return t.insert(op.rows, op.now, op.capacity);
-    case 'claim':
-      return t.claim(op.ids, op.priorities, op.owner, op.expiresAt, op.now);
-    case 'claimRead':
-      return t.claimRead(op.ids, op.priorities, op.owner, op.expiresAt, op.now);
-    case 'unclaim':
-      return t.unclaim(op.rows);
-    case 'promote':
-      t.promote(op.items, op.now);
-      return null;
-    case 'heartbeat':
-      return t.heartbeat(op.owner, op.ids, op.expiresAt);
-    case 'started':
-      t.started(op.rows);
-      return null;
-    case 'finish':
-      return t.finish(op.rows, op.now);
-    case 'cancel':
-      return t.cancel(op.id, op.now);
-    case 'retry':
-      return t.retry(op.id, op.now);
-    case 'remove':
-      return t.remove(op.id);
-    case 'get':
-      return t.get(op.id);
-    case 'list':
-      return t.list(op.filter);
-    case 'counts':
-      return t.counts();
-    case 'paused':
-      return t.paused();
-    case 'setPaused':
-      return t.setPaused(op.paused);
-    case 'settings':
-      return t.settings(op.prefix);
-    case 'putSetting':
-      return t.putSetting(op.key, op.value);
-    case 'expired':
-      return t.expired(op.now, op.limit);
-    case 'purge':
-      return t.purge(op.status, op.olderThan, op.limit);
-    case 'snapshot':
-      return t.snapshot();
-    case 'schedules':
-      return t.schedules();
-    case 'getSchedule':
-      return t.getSchedule(op.name);
-    case 'putSchedule':
-      return t.putSchedule(op.schedule);
-    case 'removeSchedule':
-      return t.removeSchedule(op.name);
-    case 'fireSchedule':
-      return t.fireSchedule(op.fire, op.row, op.now, op.capacity);
-    case 'claimDeliveries':
-      return t.claimDeliveries(op.owner, op.expiresAt, op.now, op.limit);
-    case 'recordDelivery':
-      return t.recordDelivery(op.attempt, op.now);
-    case 'nextDelivery':
-      return t.nextDelivery();
-    case 'deliveries':
-      return t.deliveries(op.jobId);
-  }
-}
-
 /** A read outside any transaction: what the file holds now. */
-function runAlone(t: SqliteTransitions, op: Op): OpResult {
+function runAlone(file: FileState, op: Op): OpResult {
   try {
-    return { ok: true, value: run(t, op) };
+    return { ok: true, value: runOperation(file, op) };
   } catch (error) {
     return { ok: false, error: wireError(error, false) };
   }
@@ -170,8 +106,8 @@ function wireError(error: unknown, unavailable: boolean): WireError {
   };
 }
 
-function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void {
-  const savepoint = db.transaction((op: Op) => run(t, op));
+function serve(db: Database.Database, s: Statements, file: FileState): void {
+  const savepoint = db.transaction((op: Op) => runOperation(file, op));
   let closing = false;
   const handle = (first: Request): void => {
     const requests: Request[] = [first];
@@ -202,7 +138,7 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
           continue;
         }
         try {
-          results.push({ ok: true, value: writes ? savepoint(op) : run(t, op) });
+          results.push({ ok: true, value: writes ? savepoint(op) : runOperation(file, op) });
         } catch (error) {
           results.push({ ok: false, error: wireError(error, false) });
           // A write that fails fails its whole group: the main thread cannot tell which of
@@ -231,19 +167,19 @@ function serve(db: Database.Database, s: Statements, t: SqliteTransitions): void
           // The connection already rolled back; the rebuild reads what the file holds.
         }
       }
-      t.rebuild();
+      file.rebuild();
       const error = wireError(lost, true);
       for (const [index, request] of requests.entries()) {
         const reply = replies[index] as { results: OpResult[] };
         reply.results = reply.results.map((result, i) => {
           const op = request.ops[i] as Op;
-          if (READ_OPS.has(op.op)) return runAlone(t, op);
+          if (READ_OPS.has(op.op)) return runAlone(file, op);
           return result.ok || result.error.unavailable ? { ok: false, error } : result;
         });
       }
       rolledBack = true;
     }
-    if (writes && !rolledBack) deliveries = t.deliveriesAdded();
+    if (writes && !rolledBack) deliveries = deliveriesAdded(file);
     const reply: Reply = { kind: 'done', replies, rolledBack, commitMs, deliveries };
     port?.postMessage(reply);
   };
@@ -267,9 +203,9 @@ function isBusy(error: unknown): boolean {
 }
 
 try {
-  const { db, s, transitions } = open();
-  serve(db, s, transitions);
-  const ready: Reply = { kind: 'ready', snapshot: transitions.snapshot() };
+  const { db, s, file } = open();
+  serve(db, s, file);
+  const ready: Reply = { kind: 'ready', snapshot: snapshot(file) };
   port?.postMessage(ready);
 } catch (error) {
   const failed: Reply = {

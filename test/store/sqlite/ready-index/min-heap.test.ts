@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MinHeap } from '../../src/store/min-heap.js';
+import { MinHeap } from '../../../../src/store/sqlite/ready-index/min-heap.js';
 
 interface Entry {
   runAt: number;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Deque } from '../../src/store/deque.js';
+import { Deque } from '../../../../src/store/sqlite/ready-index/deque.js';
 
 describe('Deque', () => {
   it('hands items out in the order they came in', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { JobWire } from '../../src/store/core/rows.js';
-import { type IndexEntry, ReadyIndex } from '../../src/store/sqlite/ready-index.js';
+import type { JobWire } from '../../../../src/store/core/rows.js';
+import { type IndexEntry, ReadyIndex } from '../../../../src/store/sqlite/ready-index/ready-index.js';
 
 function wire(id: string, payloadText = '{}'): JobWire {
   return {

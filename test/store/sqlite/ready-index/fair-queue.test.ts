@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type FairEntry, FairQueue } from '../../src/store/fair-queue.js';
+import { type FairEntry, FairQueue } from '../../../../src/store/sqlite/ready-index/fair-queue.js';
 
 interface Entry extends FairEntry {
   id: string;
