@@ -8,7 +8,7 @@ import { PostgresStore } from '../../src/store/postgres/store.js';
 import { statements } from '../../src/store/postgres/sql.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
-import { completed, newJob, OWNER, rescueOnce } from './conformance.js';
+import { completed, newJob, OWNER, rescueOnce } from '../support/store-fixtures.js';
 
 /**
  * Several PostgreSQL stores on one schema, as several servers use it: what one does,

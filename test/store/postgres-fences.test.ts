@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { statements } from '../../src/store/postgres/sql.js';
 import type { ClaimedJob } from '../../src/store/store.js';
-import { completed, insertOk, newJob } from './conformance.js';
+import { completed, insertOk, newJob } from '../support/store-fixtures.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**

@@ -16,7 +16,7 @@ import {
   newJob,
   recordEvents,
   TestClock,
-} from './conformance.js';
+} from '../support/store-fixtures.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 

@@ -23,10 +23,10 @@ import {
   OWNER,
   rescueOnce,
   startAttempts,
-  runStoreConformance,
   T0,
   TestClock,
-} from './conformance.js';
+} from '../support/store-fixtures.js';
+import { runStoreConformance } from './conformance/index.js';
 import { tempFiles } from '../support/temp-files.js';
 
 const freshPath = tempFiles('kiln-sqlite-store-');
