@@ -15,8 +15,9 @@ import {
   mustGet,
   newJob,
   recordEvents,
-  TestClock,
+  T0,
 } from '../support/store-fixtures.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -36,7 +37,7 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 describe('sqlite store: the disk is full', () => {
   it('refuses the insert that does not fit as store_unavailable, stores nothing of it, and keeps reading', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     // About 1.2 MB of pages: a few batches of jobs with 3 KiB of metadata fill it.
     const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 300, clock: clock.now });
     const accepted: string[] = [];
@@ -162,7 +163,7 @@ describe('sqlite store: the disk is full', () => {
 describe('sqlite store: the store thread dies', () => {
   it('fails writes as store_unavailable until a new thread is up, reports unstored claims lost, hands nothing out twice', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const store = await SqliteStore.open(path, { capacity: 1000, restartDelayMs: 10, clock: clock.now });
     try {
       const jobs = await insertOk(

@@ -34,26 +34,6 @@ export const T0 = 1_700_000_000_000;
 export const OWNER = 'owner-1';
 export const LEASE_MS = 60_000;
 
-/** A clock that stands still until a test moves it. */
-export class TestClock {
-  #now: number;
-
-  constructor(start = T0) {
-    this.#now = start;
-  }
-
-  readonly now = (): number => this.#now;
-
-  set(ms: number): void {
-    this.#now = ms;
-  }
-
-  advance(ms: number): number {
-    this.#now += ms;
-    return this.#now;
-  }
-}
-
 let sequence = 0;
 /** UUIDs that sort in creation order, like the UUIDv7 ids the scheduler makes. */
 export function nextId(): string {

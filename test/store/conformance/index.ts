@@ -1,6 +1,7 @@
 import { afterEach, describe } from 'node:test';
 import type { JobStore } from '../../../src/store/store.js';
-import { type MakeStore, TestClock } from '../../support/store-fixtures.js';
+import { FakeClock } from '../../support/fake-clock.js';
+import { type MakeStore, T0 } from '../../support/store-fixtures.js';
 import { insertFacet } from './insert.js';
 import { claimFacet } from './claim.js';
 import { groupsFacet } from './groups.js';
@@ -21,7 +22,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
   describe(`${name}: JobStore conformance`, () => {
     const open: JobStore[] = [];
     const openStore: OpenStore = async (capacity = 10_000, priorityAgingMs) => {
-      const clock = new TestClock();
+      const clock = new FakeClock(T0);
       const store = await makeStore({
         capacity,
         clock: clock.now,
