@@ -18,6 +18,7 @@ import {
   T0,
 } from '../support/store-fixtures.js';
 import { FakeClock } from '../support/fake-clock.js';
+import { pollUntil } from '../support/poll.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -25,13 +26,13 @@ const freshPath = tempFiles('kiln-sqlite-failures-');
 
 const unavailable = { name: 'StoreError', code: 'store_unavailable' };
 
-/** Waits for a condition the store reaches by itself (a new store thread coming up). */
-async function until(condition: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
+/** Waits for the store to be available again by itself (a new store thread coming up). */
+async function untilAvailable(store: SqliteStore, what: string): Promise<void> {
+  await pollUntil(
+    async () => store.available,
+    (available) => available,
+    { what, deadlineMs: 10_000, everyMs: 2 },
+  );
 }
 
 describe('sqlite store: the disk is full', () => {
@@ -198,7 +199,7 @@ describe('sqlite store: the store thread dies', () => {
       await assert.rejects(store.get(jobs[0]?.id as string), unavailable);
       await assert.rejects(store.heartbeat('w', [held[0]?.id as string], LEASE_MS), unavailable);
       assert.deepEqual(await store.claim({ owner: 'w', leaseMs: LEASE_MS, batches: 10, micro: null }), []);
-      await until(() => store.available, 'a new store thread is up');
+      await untilAvailable(store, 'a new store thread to be up');
       assert.notEqual(store.thread, first);
 
       // Second death: a write sent to the thread, not answered. After a restart the ready
@@ -216,7 +217,7 @@ describe('sqlite store: the store thread dies', () => {
         lost(),
         queuedClaims.map((j) => ({ kind: 'lost', id: j.id, attempt: 1 })),
       );
-      await until(() => store.available, 'a new store thread is up again');
+      await untilAvailable(store, 'a new store thread to be up again');
       held.push(...sentClaims);
 
       // Everything stored before the deaths is there; the refused write is not.
