@@ -11,7 +11,7 @@ import { captureLog, LEVELS } from '../support/log-lines.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { type Receiver, startReceiver, verifySignature } from '../support/receiver.js';
 import { watchFailures } from '../support/watch-failures.js';
-import { claimJobs, completed, finishOne, newJob } from '../store/conformance.js';
+import { claimJobs, completed, finishOne, newJob } from '../support/store-fixtures.js';
 
 /**
  * The delivery service against real stores and real receivers: the address guard at

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { killAllKilns, type KilnProcess, spawnKiln } from '../support/kiln-process.js';
+import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -107,12 +107,11 @@ describe('cluster: the API holds across servers on one database', () => {
       assert.equal(cancelled.status, 200, cancelled.text);
       assert.equal(cancelled.body.status, 'cancelled');
       // The runner gives its thread up: nothing busy there any more.
-      for (;;) {
-        const metrics = await runner.request('GET', '/metrics');
-        if (/^kiln_pool_busy_threads 0$/m.test(metrics.text)) break;
-        assert.ok(Date.now() - sent < 10_000, 'the runner still runs the cancelled job');
-        await sleep(20);
-      }
+      await pollUntil(
+        async () => (await runner.request('GET', '/metrics')).text,
+        (text) => /^kiln_pool_busy_threads 0$/m.test(text),
+        { what: 'the runner to give up the cancelled job (no busy thread)', deadlineMs: 10_000, everyMs: 20 },
+      );
       t.diagnostic(`the runner stopped the attempt ${Date.now() - sent} ms after the cancel was sent`);
       const job = await runner.request('GET', `/v1/jobs/${id}`);
       assert.equal(job.body.status, 'cancelled');
@@ -124,10 +123,11 @@ describe('cluster: the API holds across servers on one database', () => {
     const [a, b, c] = servers as [KilnProcess, KilnProcess, KilnProcess];
     assert.equal((await a.request('POST', '/v1/queue/pause')).body.paused, true);
     for (const server of [b, c]) {
-      for (;;) {
-        if ((await server.request('GET', '/v1/queue')).body.paused === true) break;
-        await sleep(10);
-      }
+      await pollUntil(
+        async () => (await server.request('GET', '/v1/queue')).body.paused,
+        (paused) => paused === true,
+        { what: `${server.url} to be paused`, deadlineMs: 30_000, everyMs: 10 },
+      );
     }
     const created = await b.request('POST', '/v1/jobs', { type: 'test.quick' });
     assert.equal(created.status, 201);
@@ -138,10 +138,11 @@ describe('cluster: the API holds across servers on one database', () => {
     const done = await a.waitForJob(created.body.id);
     assert.equal(done.status, 'completed');
     for (const server of servers) {
-      for (;;) {
-        if ((await server.request('GET', '/v1/queue')).body.paused === false) break;
-        await sleep(10);
-      }
+      await pollUntil(
+        async () => (await server.request('GET', '/v1/queue')).body.paused,
+        (paused) => paused === false,
+        { what: `${server.url} to be resumed`, deadlineMs: 30_000, everyMs: 10 },
+      );
     }
   });
 
@@ -175,11 +176,19 @@ describe('cluster: the API holds across servers on one database', () => {
         .limits;
     // Each server reads the overrides again once a second.
     for (const server of [b, c]) {
-      while ((await limitsOn(server)).concurrency !== 2) await sleep(50);
+      await pollUntil(
+        () => limitsOn(server),
+        (limits) => limits.concurrency === 2,
+        { what: `${server.url} to apply the override`, deadlineMs: 30_000 },
+      );
     }
     assert.equal((await c.request('DELETE', '/v1/tasks/test.quick/limits')).status, 200);
     for (const server of [a, b]) {
-      while ((await limitsOn(server)).concurrency !== null) await sleep(50);
+      await pollUntil(
+        () => limitsOn(server),
+        (limits) => limits.concurrency === null,
+        { what: `${server.url} to drop the override`, deadlineMs: 30_000 },
+      );
     }
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { killAllKilns, type KilnProcess, spawnKiln } from '../support/kiln-process.js';
+import { pollUntil } from '../support/poll.js';
 import { connect, createAttemptsTable, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -73,17 +73,20 @@ describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-r
 
         // The victim dies while it runs attempts: wait until the table shows one of its long
         // ones (a 300 ms spin) open for 30 ms, so the kill lands well before it could end.
-        for (;;) {
-          const open = await db.query(
-            `SELECT count(*)::int AS n FROM ${table}
-             WHERE pid = $1 AND spin_ms >= 300 AND ended_at IS NULL
-               AND started_at < clock_timestamp() - interval '30 ms'
-               AND started_at > clock_timestamp() - interval '200 ms'`,
-            [victimPid],
-          );
-          if ((open.rows[0]?.n ?? 0) > 0) break;
-          await sleep(5);
-        }
+        await pollUntil(
+          async () =>
+            (
+              await db.query(
+                `SELECT count(*)::int AS n FROM ${table}
+                 WHERE pid = $1 AND spin_ms >= 300 AND ended_at IS NULL
+                   AND started_at < clock_timestamp() - interval '30 ms'
+                   AND started_at > clock_timestamp() - interval '200 ms'`,
+                [victimPid],
+              )
+            ).rows[0]?.n ?? 0,
+          (n) => n > 0,
+          { what: 'a long attempt of the victim open for 30 ms', deadlineMs: 60_000, everyMs: 5 },
+        );
         victim.child.kill('SIGKILL');
         await victim.exited;
         const killedAt = (await db.query<{ at: Date }>('SELECT clock_timestamp() AS at')).rows[0]?.at as Date;
@@ -93,14 +96,11 @@ describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-r
         assert.equal(accepted.length, JOBS);
 
         // Until every accepted job has ended (the live servers rescue the dead one's attempts).
-        const deadline = Date.now() + 120_000;
-        for (;;) {
-          const queue = await a.request('GET', '/v1/queue');
-          const byStatus = queue.body.byStatus as Record<string, number>;
-          if (queue.body.pending === 0 && byStatus.running === 0) break;
-          assert.ok(Date.now() < deadline, `jobs still pending: ${JSON.stringify(byStatus)}`);
-          await sleep(50);
-        }
+        await pollUntil(
+          async () => (await a.request('GET', '/v1/queue')).body,
+          (queue) => queue.pending === 0 && (queue.byStatus as Record<string, number>).running === 0,
+          { what: 'every accepted job to end', deadlineMs: 120_000 },
+        );
 
         // Every accepted job completed; none lost.
         const statuses = await db.query<{ status: string; n: number }>(

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
+import { type KilnProcess, killAllKilns, spawnKiln } from '../support/kiln-process.js';
+import { pollUntil } from '../support/poll.js';
 import { connect, createAttemptsTable, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -66,34 +66,94 @@ class CuttableProxy {
   }
 }
 
-async function waitForRows(
-  db: Awaited<ReturnType<typeof connect>>,
-  table: string,
-  id: string,
-  n: number,
-): Promise<{ attempt: number; ended_at: Date | null }[]> {
-  for (;;) {
-    const rows = await db.query<{ attempt: number; ended_at: Date | null }>(
-      `SELECT attempt, ended_at FROM ${table} WHERE job_id = $1 ORDER BY attempt`,
-      [id],
-    );
-    if (rows.rows.length >= n) return rows.rows;
-    await sleep(20);
-  }
+type Db = Awaited<ReturnType<typeof connect>>;
+type AttemptRow = { attempt: number; ended_at: Date | null };
+
+async function waitForRows(db: Db, table: string, id: string, n: number): Promise<AttemptRow[]> {
+  return pollUntil(
+    async () =>
+      (await db.query<AttemptRow>(`SELECT attempt, ended_at FROM ${table} WHERE job_id = $1 ORDER BY attempt`, [id]))
+        .rows,
+    (rows) => rows.length >= n,
+    { what: `${n} recorded attempts of job ${id}`, deadlineMs: 60_000, everyMs: 20 },
+  );
 }
 
 /**
  * Until the server has stored the start of the job's attempt (a start rides with the
  * server's next group of writes): only then does the attempt count if it is cut off.
  */
-async function waitForStartStored(db: Awaited<ReturnType<typeof connect>>, schema: string, id: string): Promise<void> {
-  for (;;) {
-    const rows = await db.query<{ attempt_started: boolean }>(
-      `SELECT attempt_started FROM "${schema}".jobs WHERE id = $1`,
-      [id],
+async function waitForStartStored(db: Db, schema: string, id: string): Promise<void> {
+  await pollUntil(
+    async () =>
+      (await db.query<{ attempt_started: boolean }>(`SELECT attempt_started FROM "${schema}".jobs WHERE id = $1`, [id]))
+        .rows[0]?.attempt_started,
+    (started) => started === true,
+    { what: `the start of job ${id} to be stored`, deadlineMs: 30_000, everyMs: 20 },
+  );
+}
+
+/**
+ * A server (one thread, a lease of 1.5 s) on a schema of its own, behind a proxy of its
+ * own, runs a test.record job spinning for `spinMs` (it records straight to the database,
+ * not through the proxy). Once the attempt is recorded and its start stored, `fault` acts
+ * on the proxy; the server must stop the attempt on its own; `meanwhile` checks what it
+ * answers then; `heal` lets the database through again, and the job runs a second
+ * attempt, the first one stopped before its end. `check` sees the server, the job and
+ * the attempts recorded before all is torn down.
+ */
+async function attemptGivenUp({
+  spinMs,
+  fault,
+  meanwhile = async () => {},
+  heal,
+  check,
+}: {
+  spinMs: number;
+  fault: (proxy: CuttableProxy) => void | Promise<void>;
+  meanwhile?: (kiln: KilnProcess) => Promise<void>;
+  heal: (proxy: CuttableProxy) => void | Promise<void>;
+  check: (kiln: KilnProcess, id: string, runs: AttemptRow[]) => Promise<void>;
+}): Promise<void> {
+  const target = new URL(TEST_PG_URL);
+  const ownSchema = freshSchemaName();
+  const table = `public.${ownSchema}_attempts`;
+  const db = await connect();
+  const proxy = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  try {
+    await createAttemptsTable(db, table);
+    await proxy.open();
+    const kiln = await spawnKiln({
+      KILN_STORE: proxy.url,
+      KILN_PG_SCHEMA: ownSchema,
+      KILN_THREADS: '1',
+      KILN_LEASE_MS: '1500',
+    });
+    const created = await kiln.request('POST', '/v1/jobs', {
+      type: 'test.record',
+      payload: { url: TEST_PG_URL, table, spinMs },
+    });
+    assert.equal(created.status, 201);
+    const id = created.body.id as string;
+    await waitForRows(db, table, id, 1);
+    await waitForStartStored(db, ownSchema, id);
+    await fault(proxy);
+    await pollUntil(
+      async () => (await kiln.request('GET', '/metrics')).text,
+      (text) => /^kiln_pool_busy_threads 0$/m.test(text),
+      { what: 'the server to stop the attempt on its own (no busy thread)', deadlineMs: 60_000, everyMs: 20 },
     );
-    if (rows.rows[0]?.attempt_started === true) return;
-    await sleep(20);
+    await meanwhile(kiln);
+    await heal(proxy);
+    const runs = await waitForRows(db, table, id, 2);
+    assert.equal(runs[0]?.ended_at, null, 'the first attempt was stopped, not run to its end');
+    await check(kiln, id, runs);
+  } finally {
+    await killAllKilns();
+    await proxy.cut();
+    await db.query(`DROP TABLE IF EXISTS ${table}`);
+    await db.end();
+    await dropSchema(ownSchema);
   }
 }
 
@@ -112,50 +172,20 @@ describe('cluster: a server that loses its database', () => {
     'gives its attempts up when the outage outlasts its lease, and the job runs again after it',
     { timeout: 60_000 },
     async () => {
-      const leaseSchema = freshSchemaName();
-      const table = `public.${leaseSchema}_attempts`;
-      const db = await connect();
-      const cuttable = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-      try {
-        await createAttemptsTable(db, table);
-        await cuttable.open();
-        const kiln = await spawnKiln({
-          KILN_STORE: cuttable.url,
-          KILN_PG_SCHEMA: leaseSchema,
-          KILN_THREADS: '1',
-          KILN_LEASE_MS: '1500',
-        });
-        // The task records straight to the database, not through the proxy; it would spin for 20 s.
-        const created = await kiln.request('POST', '/v1/jobs', {
-          type: 'test.record',
-          payload: { url: TEST_PG_URL, table, spinMs: 20_000 },
-        });
-        assert.equal(created.status, 201);
-        const id = created.body.id as string;
-        await waitForRows(db, table, id, 1);
-        await waitForStartStored(db, leaseSchema, id);
-        await cuttable.cut();
+      await attemptGivenUp({
+        // It would spin for 20 s.
+        spinMs: 20_000,
         // No renewal for five sixths of a lease: the server stops the attempt on its own.
-        for (;;) {
-          const metrics = await kiln.request('GET', '/metrics');
-          if (/^kiln_pool_busy_threads 0$/m.test(metrics.text)) break;
-          await sleep(20);
-        }
-        await cuttable.open();
+        fault: (cuttable) => cuttable.cut(),
         // Once back, the lease has run out: the rescue makes it retrying (interrupted), and it runs again.
-        const second = await waitForRows(db, table, id, 2);
-        assert.equal(second[0]?.ended_at, null, 'the first attempt was stopped, not run to its end');
-        assert.equal(second[0]?.attempt, 1);
-        assert.equal(second[1]?.attempt, 2);
-        const job = await kiln.request('GET', `/v1/jobs/${id}`);
-        assert.equal(job.body.error.code, 'interrupted');
-      } finally {
-        await killAllKilns();
-        await cuttable.cut();
-        await db.query(`DROP TABLE IF EXISTS ${table}`);
-        await db.end();
-        await dropSchema(leaseSchema);
-      }
+        heal: (cuttable) => cuttable.open(),
+        check: async (kiln, id, second) => {
+          assert.equal(second[0]?.attempt, 1);
+          assert.equal(second[1]?.attempt, 2);
+          const job = await kiln.request('GET', `/v1/jobs/${id}`);
+          assert.equal(job.body.error.code, 'interrupted');
+        },
+      });
     },
   );
 
@@ -163,48 +193,20 @@ describe('cluster: a server that loses its database', () => {
     'gives its attempts up when the database stops answering without closing, and answers 503 meanwhile',
     { timeout: 120_000 },
     async () => {
-      const silentSchema = freshSchemaName();
-      const table = `public.${silentSchema}_attempts`;
-      const db = await connect();
-      const silent = new CuttableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-      try {
-        await createAttemptsTable(db, table);
-        await silent.open();
-        const kiln = await spawnKiln({
-          KILN_STORE: silent.url,
-          KILN_PG_SCHEMA: silentSchema,
-          KILN_THREADS: '1',
-          KILN_LEASE_MS: '1500',
-        });
-        const created = await kiln.request('POST', '/v1/jobs', {
-          type: 'test.record',
-          payload: { url: TEST_PG_URL, table, spinMs: 60_000 },
-        });
-        assert.equal(created.status, 201);
-        const id = created.body.id as string;
-        await waitForRows(db, table, id, 1);
-        await waitForStartStored(db, silentSchema, id);
-        silent.silence();
+      await attemptGivenUp({
+        spinMs: 60_000,
         // The heartbeat never comes back; the server stops the attempt on its own all the same.
-        for (;;) {
-          const metrics = await kiln.request('GET', '/metrics');
-          if (/^kiln_pool_busy_threads 0$/m.test(metrics.text)) break;
-          await sleep(20);
-        }
-        const refused = await kiln.request('POST', '/v1/jobs', { type: 'test.quick' });
-        assert.equal(refused.status, 503, refused.text);
-        assert.equal(refused.body.code, 'store_unavailable');
-        silent.speak();
-        const runs = await waitForRows(db, table, id, 2);
-        assert.equal(runs[0]?.ended_at, null, 'the first attempt was stopped, not run to its end');
-        assert.equal(runs[1]?.attempt, 2);
-      } finally {
-        await killAllKilns();
-        await silent.cut();
-        await db.query(`DROP TABLE IF EXISTS ${table}`);
-        await db.end();
-        await dropSchema(silentSchema);
-      }
+        fault: (silent) => silent.silence(),
+        meanwhile: async (kiln) => {
+          const refused = await kiln.request('POST', '/v1/jobs', { type: 'test.quick' });
+          assert.equal(refused.status, 503, refused.text);
+          assert.equal(refused.body.code, 'store_unavailable');
+        },
+        heal: (silent) => silent.speak(),
+        check: async (_kiln, _id, runs) => {
+          assert.equal(runs[1]?.attempt, 2);
+        },
+      });
     },
   );
 
@@ -237,10 +239,11 @@ describe('cluster: a server that loses its database', () => {
       writeFileSync(release, '');
 
       await proxy.open();
-      for (;;) {
-        if ((await kiln.request('GET', '/ready')).status === 200) break;
-        await sleep(50);
-      }
+      await pollUntil(
+        async () => (await kiln.request('GET', '/ready')).status,
+        (status) => status === 200,
+        { what: 'the server to be ready again', deadlineMs: 30_000 },
+      );
       const done = await kiln.waitForJob(id);
       assert.equal(done.status, 'completed');
       assert.equal(done.attempts, 1, 'the outcome was written under the lease it ran with, not re-run');

@@ -4,11 +4,11 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
 import { closedPortUrl } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
+import { pollUntil } from '../support/poll.js';
 
 /** How long Prometheus may take to start and to scrape what a test waits for. */
 const DEADLINE_MS = 60_000;
@@ -82,16 +82,21 @@ describe(
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     });
 
-    /** Polls `check` until it holds, or fails after DEADLINE_MS naming what it waited for. */
+    /**
+     * Polls `check` until it holds, failing at once if prometheus exits; after DEADLINE_MS
+     * fails naming what it waited for, with what prometheus said.
+     */
     async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-      const deadline = Date.now() + DEADLINE_MS;
-      while (!(await check())) {
-        assert.ok(
-          Date.now() < deadline,
-          `${what}: not within ${DEADLINE_MS} ms; prometheus said:\n${output.slice(-3000)}`,
-        );
-        assert.equal(prometheus.exitCode, null, `prometheus exited:\n${output.slice(-3000)}`);
-        await delay(POLL_MS);
+      const ready = async () => {
+        const held = await check();
+        if (!held) assert.equal(prometheus.exitCode, null, `prometheus exited:\n${output.slice(-3000)}`);
+        return held;
+      };
+      try {
+        await pollUntil(ready, (held) => held, { what, deadlineMs: DEADLINE_MS, everyMs: POLL_MS });
+      } catch (error) {
+        if (error instanceof assert.AssertionError) throw error;
+        throw new Error(`${(error as Error).message}; prometheus said:\n${output.slice(-3000)}`, { cause: error });
       }
     }
 

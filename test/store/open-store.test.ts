@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { openStore } from '../../src/store/open-store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { insertOne, mustGet } from './conformance.js';
+import { insertOne, mustGet } from '../support/store-fixtures.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kiln-open-store-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
 import type { NewJob } from '../../src/jobs/model.js';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { claimStatements } from '../../src/store/postgres/claim.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
+import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
-import { completed, newJob, OWNER, rescueOnce } from './conformance.js';
+import { completed, newJob, OWNER, rescueOnce } from '../support/store-fixtures.js';
 
 /**
  * Several PostgreSQL stores on one schema, as several servers use it: what one does,
@@ -165,7 +165,11 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       await insert(owner, [input]);
       await owner.claim({ owner: 'owner', leaseMs: 1, batches: 1, micro: null });
       // The lease (1 ms) has run out by the database's clock once the rescuer lists it.
-      while ((await rescuer.expiredLeases(10)).every((e) => e.id !== input.id));
+      await pollUntil(
+        () => rescuer.expiredLeases(10),
+        (expired) => expired.some((e) => e.id === input.id),
+        { what: `the lease of ${input.id} to be listed as expired`, deadlineMs: 10_000, everyMs: 0 },
+      );
       const [mine, rescue] = await Promise.all([
         owner.finish([{ id: input.id, attempt: 1, owner: 'owner', outcome: completed(round) }]),
         rescuer.finish([
@@ -299,16 +303,18 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
           await db.query<{ setting: string }>(`SELECT setting FROM pg_settings WHERE name = 'autovacuum'`)
         ).rows[0]?.setting;
         // One of the two stores (whichever takes the upkeep lock) analyzes within seconds.
-        for (;;) {
-          const stats = await db.query<{ manual: Date | null; auto: Date | null }>(
-            `SELECT last_analyze AS manual, last_autoanalyze AS auto FROM pg_stat_user_tables
-           WHERE schemaname = $1 AND relname = 'jobs'`,
-            [schema],
-          );
-          const row = stats.rows[0];
-          if (row?.manual != null || (autovacuum === 'on' && row?.auto != null)) break;
-          await sleep(100);
-        }
+        await pollUntil(
+          async () =>
+            (
+              await db.query<{ manual: Date | null; auto: Date | null }>(
+                `SELECT last_analyze AS manual, last_autoanalyze AS auto FROM pg_stat_user_tables
+                 WHERE schemaname = $1 AND relname = 'jobs'`,
+                [schema],
+              )
+            ).rows[0],
+          (row) => row?.manual != null || (autovacuum === 'on' && row?.auto != null),
+          { what: 'the jobs table to be analyzed', deadlineMs: 60_000, everyMs: 100 },
+        );
       } finally {
         await db.end();
       }

@@ -6,7 +6,8 @@ import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { progressStatements } from '../../src/store/postgres/progress.js';
 import type { ClaimedJob } from '../../src/store/store.js';
-import { completed, insertOk, newJob } from './conformance.js';
+import { completed, insertOk, newJob } from '../support/store-fixtures.js';
+import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -54,17 +55,18 @@ async function claimAll(store: PostgresStore, count: number): Promise<ClaimedJob
 
 /** Resolves once a backend is waiting for a row lock on `schema`'s jobs (or fails after 20 s). */
 async function lockWaiter(db: pg.Client, schema: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const waiting = await db.query(
-      `SELECT count(*)::int AS n FROM pg_stat_activity
-       WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND position($1 in query) > 0`,
-      [schema],
-    );
-    if ((waiting.rows[0] as { n: number }).n > 0) return;
-    assert.ok(Date.now() < deadline, 'the write under test never waited for the held rows');
-    await sleep(5);
-  }
+  await pollUntil(
+    async () => {
+      const waiting = await db.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND position($1 in query) > 0`,
+        [schema],
+      );
+      return (waiting.rows[0] as { n: number }).n;
+    },
+    (n) => n > 0,
+    { what: 'the write under test to wait for the held rows', deadlineMs: 20_000, everyMs: 5 },
+  );
 }
 
 /**

@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
-import { insertOk, newJob, rescueOnce } from './conformance.js';
+import { insertOk, newJob, rescueOnce } from '../support/store-fixtures.js';
 import { pollUntil } from '../support/poll.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 

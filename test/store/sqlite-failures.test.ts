@@ -15,8 +15,10 @@ import {
   mustGet,
   newJob,
   recordEvents,
-  TestClock,
-} from './conformance.js';
+  T0,
+} from '../support/store-fixtures.js';
+import { FakeClock } from '../support/fake-clock.js';
+import { pollUntil } from '../support/poll.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 import { tempFiles } from '../support/temp-files.js';
 
@@ -24,19 +26,19 @@ const freshPath = tempFiles('kiln-sqlite-failures-');
 
 const unavailable = { name: 'StoreError', code: 'store_unavailable' };
 
-/** Waits for a condition the store reaches by itself (a new store thread coming up). */
-async function until(condition: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
+/** Waits for the store to be available again by itself (a new store thread coming up). */
+async function untilAvailable(store: SqliteStore, what: string): Promise<void> {
+  await pollUntil(
+    async () => store.available,
+    (available) => available,
+    { what, deadlineMs: 10_000, everyMs: 2 },
+  );
 }
 
 describe('sqlite store: the disk is full', () => {
   it('refuses the insert that does not fit as store_unavailable, stores nothing of it, and keeps reading', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     // About 1.2 MB of pages: a few batches of jobs with 3 KiB of metadata fill it.
     const store = await SqliteStore.open(path, { capacity: 100_000, maxPageCount: 300, clock: clock.now });
     const accepted: string[] = [];
@@ -162,7 +164,7 @@ describe('sqlite store: the disk is full', () => {
 describe('sqlite store: the store thread dies', () => {
   it('fails writes as store_unavailable until a new thread is up, reports unstored claims lost, hands nothing out twice', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const store = await SqliteStore.open(path, { capacity: 1000, restartDelayMs: 10, clock: clock.now });
     try {
       const jobs = await insertOk(
@@ -197,7 +199,7 @@ describe('sqlite store: the store thread dies', () => {
       await assert.rejects(store.get(jobs[0]?.id as string), unavailable);
       await assert.rejects(store.heartbeat('w', [held[0]?.id as string], LEASE_MS), unavailable);
       assert.deepEqual(await store.claim({ owner: 'w', leaseMs: LEASE_MS, batches: 10, micro: null }), []);
-      await until(() => store.available, 'a new store thread is up');
+      await untilAvailable(store, 'a new store thread to be up');
       assert.notEqual(store.thread, first);
 
       // Second death: a write sent to the thread, not answered. After a restart the ready
@@ -215,7 +217,7 @@ describe('sqlite store: the store thread dies', () => {
         lost(),
         queuedClaims.map((j) => ({ kind: 'lost', id: j.id, attempt: 1 })),
       );
-      await until(() => store.available, 'a new store thread is up again');
+      await untilAvailable(store, 'a new store thread to be up again');
       held.push(...sentClaims);
 
       // Everything stored before the deaths is there; the refused write is not.

@@ -11,8 +11,8 @@ import {
   insertOne,
   mustGet,
   newJob,
-  runStoreConformance,
-} from './conformance.js';
+} from '../support/store-fixtures.js';
+import { runStoreConformance } from './conformance/index.js';
 import { tempFiles } from '../support/temp-files.js';
 
 const freshPath = tempFiles('kiln-sqlite-record-budget-');

@@ -23,10 +23,10 @@ import {
   OWNER,
   rescueOnce,
   startAttempts,
-  runStoreConformance,
   T0,
-  TestClock,
-} from './conformance.js';
+} from '../support/store-fixtures.js';
+import { FakeClock } from '../support/fake-clock.js';
+import { runStoreConformance } from './conformance/index.js';
 import { tempFiles } from '../support/temp-files.js';
 
 const freshPath = tempFiles('kiln-sqlite-store-');
@@ -87,7 +87,7 @@ function schemaOf(path: string): { version: number; names: string[] } {
 describe('sqlite store: the file', () => {
   it('keeps jobs, their ready order and the counts across close and reopen', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const first = await SqliteStore.open(path, { capacity: 100, clock: clock.now });
     const a = await insertOne(first, { priority: 5, payload: { kept: [1, 'two'] } });
     clock.set(T0 + 1);
@@ -128,7 +128,7 @@ describe('sqlite store: the file', () => {
 
   it('gives back, after one rescuer pass, the attempts left running at close whose handlers never started', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const first = await SqliteStore.open(path, { capacity: 100, clock: clock.now });
     const [ran, lookAhead] = await insertOk(first, [
       newJob({ maxAttempts: 1, priority: 9 }),
@@ -160,7 +160,7 @@ describe('sqlite store: the file', () => {
 
   it('retries jobs left running at close after one rescuer pass: interrupted, or failed on the last attempt', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const first = await SqliteStore.open(path, { capacity: 100, clock: clock.now });
     const backoff = { initialMs: 100, factor: 2, maxMs: 1000, jitter: 'none' } as const;
     const [again, last, idle] = await insertOk(first, [
@@ -264,7 +264,7 @@ describe('sqlite store: the file', () => {
     raw.pragma('user_version = 1');
     raw.close();
 
-    const clock = new TestClock(T0 + 100);
+    const clock = new FakeClock(T0 + 100);
     const store = await SqliteStore.open(path, { capacity: 10, clock: clock.now });
     try {
       const queued = await mustGet(store, 'old-queued');
@@ -363,7 +363,7 @@ describe('sqlite store: the file', () => {
 
   it('commits what is open at close, claims included', async () => {
     const path = freshPath();
-    const clock = new TestClock();
+    const clock = new FakeClock(T0);
     const store = await SqliteStore.open(path, { capacity: 10, clock: clock.now });
     const claimedJob = await insertOne(store);
     const job = newJob();

@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config.js';
 import type { Job } from '../../src/jobs/model.js';
 import { requestJson, type TestResponse } from './http.js';
 import { fixtureTasksDir } from './paths.js';
+import { pollUntil } from './poll.js';
 
 export type { TestResponse } from './http.js';
 import { createKiln, type Kiln, type KilnParts } from '../../src/kiln.js';
@@ -15,7 +16,7 @@ export interface TestServer {
   kiln: Kiln;
   url: string;
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<TestResponse>;
-  /** GET the job with ?wait= until it is terminal (long polling; no sleeps). */
+  /** GET the job with ?wait= until it is terminal (long polls one after another, for two minutes at most). */
   waitForJob(id: string): Promise<Record<string, unknown>>;
   /** Resolves when the job (watched in process) reaches `status`. */
   whenStatus(id: string, status: Job['status']): Promise<Job>;
@@ -55,11 +56,16 @@ export async function startServer(
     url,
     request,
     async waitForJob(id) {
-      for (;;) {
-        const response = await request('GET', `/v1/jobs/${id}?wait=30`);
-        if (response.status !== 200) throw new Error(`GET job ${id}: ${response.status} ${response.text}`);
-        if (['completed', 'failed', 'cancelled'].includes(response.body.status)) return response.body;
-      }
+      // Long polls, one after another, until the job has finished.
+      return pollUntil(
+        async () => {
+          const response = await request('GET', `/v1/jobs/${id}?wait=30`);
+          if (response.status !== 200) throw new Error(`GET job ${id}: ${response.status} ${response.text}`);
+          return response.body;
+        },
+        (job) => ['completed', 'failed', 'cancelled'].includes(job.status),
+        { what: `job ${id} to finish`, deadlineMs: 120_000, everyMs: 0 },
+      );
     },
     whenStatus(id, status) {
       return new Promise((resolve, reject) => {

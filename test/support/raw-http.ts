@@ -76,15 +76,6 @@ export function assertProblem(
   assert.equal(typeof answer.body?.detail, 'string');
 }
 
-/** Resolves once `condition` holds, checked each turn of the event loop; rejects after DEADLINE_MS. */
-export async function until(condition: () => boolean, what: string): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > DEADLINE_MS) throw new Error(`waited ${DEADLINE_MS} ms for ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-}
-
 /** Settles as `promise` does; rejects if it has not within DEADLINE_MS. */
 export async function withDeadline<T>(promise: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

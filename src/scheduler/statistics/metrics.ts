@@ -1,7 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { JobStats } from './job-stats.js';
 import type { QueueCounts } from '../../store/store.js';
-import type { RefusalReason } from '../dispatch/refused-outcome.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../dispatch/refused-outcome.js';
 import { JOB_STATUSES, type JobStatus } from '../../jobs/model.js';
 import { PENDING_STATUSES } from '../../store/core/statuses.js';
 import { THREAD_END_REASONS, type ThreadEndReason } from '../../workers/pool.js';

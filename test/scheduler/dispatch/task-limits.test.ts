@@ -1,21 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { effectiveLimits, TaskLimiter } from '../../../src/scheduler/dispatch/task-limits.js';
-
-/** A clock the test moves. */
-function fakeClock(start = 1_000_000): { now: () => number; set(t: number): void } {
-  let t = start;
-  return {
-    now: () => t,
-    set(value) {
-      t = value;
-    },
-  };
-}
+import { FakeClock } from '../../support/fake-clock.js';
 
 describe('TaskLimiter', () => {
   it('allows nothing beyond the concurrency, and one more when an attempt ends', () => {
-    const limiter = new TaskLimiter(fakeClock().now);
+    const limiter = new TaskLimiter(new FakeClock(1_000_000).now);
     limiter.configure(new Map([['a', { concurrency: 2, rateLimit: null }]]));
     assert.equal(limiter.allowance().left.get('a'), 2);
     limiter.claimed('a', 'j1', () => null);
@@ -30,7 +20,7 @@ describe('TaskLimiter', () => {
   });
 
   it('counts a rate window on start times: a token comes back perMs after the start it paid for', () => {
-    const clock = fakeClock(10_000);
+    const clock = new FakeClock(10_000);
     const limiter = new TaskLimiter(clock.now);
     limiter.configure(new Map([['r', { concurrency: null, rateLimit: { max: 2, perMs: 1000 } }]]));
     assert.equal(limiter.allowance().left.get('r'), 2, 'the bucket starts full');
@@ -56,7 +46,7 @@ describe('TaskLimiter', () => {
   });
 
   it('refunds an attempt given back unstarted', () => {
-    const limiter = new TaskLimiter(fakeClock().now);
+    const limiter = new TaskLimiter(new FakeClock(1_000_000).now);
     limiter.configure(new Map([['r', { concurrency: 1, rateLimit: { max: 1, perMs: 60_000 } }]]));
     limiter.claimed('r', 'j1', () => null);
     assert.equal(limiter.allowance().left.get('r'), 0);
@@ -65,7 +55,7 @@ describe('TaskLimiter', () => {
   });
 
   it('drops a type whose limits are removed once its attempts end', () => {
-    const limiter = new TaskLimiter(fakeClock().now);
+    const limiter = new TaskLimiter(new FakeClock(1_000_000).now);
     limiter.configure(new Map([['a', { concurrency: 1, rateLimit: null }]]));
     limiter.claimed('a', 'j1', () => 1);
     limiter.configure(new Map([['a', { concurrency: null, rateLimit: null }]]));

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FaultLog } from '../../src/fault-log.js';
 import { StoreError } from '../../src/store/errors.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { captureLog, LEVELS } from '../support/log-lines.js';
 
 const full = () => new StoreError('store_unavailable', 'the store cannot write: database or disk is full');
@@ -9,17 +10,17 @@ const full = () => new StoreError('store_unavailable', 'the store cannot write: 
 describe('a fault log', () => {
   it('writes one line when a fault starts, one when its cause changes and one when it ends, none per retry', () => {
     const { logger, lines } = captureLog();
-    let now = 1000;
-    const fault = new FaultLog(logger, { what: 'dispatch', now: () => now });
+    const clock = new FakeClock(1000);
+    const fault = new FaultLog(logger, { what: 'dispatch', now: clock.now });
     fault.succeeded();
     assert.equal(lines.length, 0, 'nothing to say while healthy');
 
     for (let i = 0; i < 500; i++) {
       fault.failed(full());
-      now += 10;
+      clock.advance(10);
     }
     fault.failed(new StoreError('store_unavailable', 'the store thread is restarting; try again shortly'));
-    now += 10;
+    clock.advance(10);
     for (let i = 0; i < 99; i++) fault.failed(full());
     assert.equal(fault.failures, 600);
     fault.succeeded();

@@ -4,7 +4,8 @@ import { describe, it } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { startServer } from '../support/kiln.js';
-import { until } from '../support/raw-http.js';
+import { pollUntil } from '../support/poll.js';
+import { DEADLINE_MS } from '../support/raw-http.js';
 
 describe('request logs', () => {
   it('never write a credential given in a query string', async () => {
@@ -30,7 +31,11 @@ describe('request logs', () => {
         assert.equal((await server.request('GET', target, undefined, headers)).status, status, target);
       }
       const requestLines = () => lines.filter((line) => line.includes('"http"'));
-      await until(() => requestLines().length >= targets.length, 'the request lines');
+      await pollUntil(
+        async () => requestLines().length,
+        (n) => n >= targets.length,
+        { what: 'the request lines', deadlineMs: DEADLINE_MS, everyMs: 0 },
+      );
       for (const secret of secrets) {
         assert.deepEqual(
           lines.filter((line) => line.includes(secret)),

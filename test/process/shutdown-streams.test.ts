@@ -1,10 +1,8 @@
-import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { get as httpGet, type IncomingMessage } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
+import { assertExitedCleanly, freshDir, startDrain, submit } from '../support/shutdown.js';
 
 /**
  * Clients that follow a job (SSE, long polls) must not hold a graceful shutdown
@@ -24,10 +22,10 @@ function openEvents(url: string): Promise<IncomingMessage> {
 }
 
 describe('shutdown with clients following jobs', { timeout: 60_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-streams-'));
+  const dirs: string[] = [];
   after(async () => {
     await killAllKilns();
-    rmSync(dir, { recursive: true, force: true });
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
   it(
@@ -36,30 +34,26 @@ describe('shutdown with clients following jobs', { timeout: 60_000 }, () => {
       timeout: 20_000,
     },
     async () => {
+      // The release file is never created.
+      const { store, release } = freshDir(dirs);
       const kiln = await spawnKiln({
-        KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`,
+        KILN_STORE: store,
         KILN_THREADS: '1',
         // Certain to expire: the running job is held, and nothing releases it.
         KILN_SHUTDOWN_GRACE_MS: '200',
       });
-      const running = await kiln.request('POST', '/v1/jobs', {
-        type: 'test.hold',
-        payload: { release: join(dir, 'never-created') },
-      });
-      assert.equal(running.status, 201, running.text);
-      const queued = await kiln.request('POST', '/v1/jobs', { type: 'noop' });
-      assert.equal(queued.status, 201, queued.text);
-      await kiln.waitForStatus(running.body.id, 'running');
+      const running = await submit(kiln, { type: 'test.hold', payload: { release } });
+      const queued = await submit(kiln, { type: 'noop' });
+      await kiln.waitForStatus(running, 'running');
       const streams = await Promise.all([
-        openEvents(`${kiln.url}/v1/jobs/${running.body.id}/events`),
-        openEvents(`${kiln.url}/v1/jobs/${queued.body.id}/events`),
+        openEvents(`${kiln.url}/v1/jobs/${running}/events`),
+        openEvents(`${kiln.url}/v1/jobs/${queued}/events`),
       ]);
       const streamsEnded = streams.map((stream) => new Promise((resolve) => stream.once('close', resolve)));
 
-      kiln.child.kill('SIGTERM');
-      await kiln.waitForLog('shutting down: draining running attempts');
+      await startDrain(kiln);
       // Bounded by the test's timeout: a drain that waits for the streams never exits.
-      assert.deepEqual(await kiln.exited, { code: 0, signal: null }, kiln.stderr());
+      await assertExitedCleanly(kiln);
       await Promise.all(streamsEnded);
     },
   );

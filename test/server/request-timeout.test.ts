@@ -5,7 +5,8 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { followJobEvents } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
-import { assertProblem, exchange, until, withDeadline } from '../support/raw-http.js';
+import { pollUntil } from '../support/poll.js';
+import { assertProblem, DEADLINE_MS, exchange, withDeadline } from '../support/raw-http.js';
 
 const REQUEST_TIMEOUT_MS = 1000;
 
@@ -87,7 +88,15 @@ describe('the time to receive a request is bounded (KILN_REQUEST_TIMEOUT_MS)', (
     let streamEnded = false;
     void stream.ended.then(() => (streamEnded = true));
     // Both are waiting inside the server (each listens for a drain) before the bound starts to count.
-    await until(() => drainListeners() === 2, 'the long poll and the event stream to be open');
+    await pollUntil(
+      async () => drainListeners(),
+      (n) => n === 2,
+      {
+        what: 'the long poll and the event stream to be open',
+        deadlineMs: DEADLINE_MS,
+        everyMs: 0,
+      },
+    );
 
     // A request that started after both is ended by the bound: the bound has passed for both.
     const witness = await exchange(server.url, UNFINISHED_CHUNKED);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { type KilnProcess, killAllKilns, mapLimit, spawnKiln } from '../support/kiln-process.js';
+import { assertExitedCleanly, freshDir, startDrain, stopCleanly, submit } from '../support/shutdown.js';
 
 /**
  * Shutdown as DESIGN.md ("Shutdown") promises it, on a real process and a real SQLite
@@ -17,19 +17,6 @@ import { type KilnProcess, killAllKilns, mapLimit, spawnKiln } from '../support/
  */
 
 const quickBackoff = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
-
-/** A fresh temp dir: the store's file, and the file that releases the held jobs. */
-function freshDir(dirs: string[]): { store: string; release: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-shutdown-'));
-  dirs.push(dir);
-  return { store: `sqlite:${join(dir, 'kiln.db')}`, release: join(dir, 'release') };
-}
-
-async function submit(kiln: KilnProcess, body: unknown): Promise<string> {
-  const response = await kiln.request('POST', '/v1/jobs', body);
-  assert.equal(response.status, 201, response.text);
-  return response.body.id;
-}
 
 /** While the drain lasts: submissions are refused with 503 shutting_down, /ready is 503. */
 async function assertShuttingDown(kiln: KilnProcess): Promise<void> {
@@ -64,6 +51,15 @@ async function assertNotAccepted(kiln: KilnProcess): Promise<void> {
   assert.equal(refused.body.code, 'shutting_down');
 }
 
+/** Waits for each job to finish on `kiln`; each must be completed, and `check` looks at it further. */
+async function eachCompleted(kiln: KilnProcess, ids: string[], check: (job: any) => void): Promise<void> {
+  for (const id of ids) {
+    const job = await kiln.waitForJob(id);
+    assert.equal(job.status, 'completed', JSON.stringify(job));
+    check(job);
+  }
+}
+
 describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
   const dirs: string[] = [];
   after(async () => {
@@ -90,9 +86,7 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
     assert.equal(before.body.byStatus.queued + before.body.byStatus.running, queued.length + 2, before.text);
     assert.ok(before.body.byStatus.queued >= queued.length - 2, before.text);
 
-    first.child.kill('SIGTERM');
-    // The log line is written in the same turn that starts the drain.
-    await first.waitForLog('shutting down: draining running attempts');
+    await startDrain(first);
     await assertShuttingDown(first);
     // Reads still answer while draining.
     const read = await first.request('GET', `/v1/jobs/${queued[queued.length - 1]}`);
@@ -101,28 +95,23 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
     // The running attempts end now, well within the grace period, and the drain with them.
     writeFileSync(release, '');
 
-    assert.deepEqual(await first.exited, { code: 0, signal: null }, first.stderr());
+    await assertExitedCleanly(first);
     assert.ok(
       first.logs.some((line) => line.msg === 'stopped'),
       'the process logged that it stopped',
     );
 
     const second = await spawnKiln(env);
-    for (const id of running) {
-      const job = await second.waitForJob(id);
-      assert.equal(job.status, 'completed', JSON.stringify(job));
+    await eachCompleted(second, running, (job) => {
       assert.equal(job.attempts, 1, `finished within the grace period, not run again: ${JSON.stringify(job)}`);
       assert.equal(job.result.pid, first.child.pid, `finished by the first process: ${JSON.stringify(job)}`);
       assert.equal(job.error, null);
-    }
-    for (const id of queued) {
-      const job = await second.waitForJob(id);
-      assert.equal(job.status, 'completed', JSON.stringify(job));
+    });
+    await eachCompleted(second, queued, (job) => {
       assert.equal(job.attempts, 1, JSON.stringify(job));
       assert.equal(job.result.pid, second.child.pid, `not dispatched after the signal: ${JSON.stringify(job)}`);
-    }
-    second.child.kill('SIGTERM');
-    assert.deepEqual(await second.exited, { code: 0, signal: null }, second.stderr());
+    });
+    await stopCleanly(second);
   });
 
   it('releases what the grace period cannot finish as interrupted, without using up an attempt', async () => {
@@ -144,25 +133,21 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
       started.set(id, job.startedAt);
     }
 
-    first.child.kill('SIGTERM');
-    await first.waitForLog('shutting down: draining running attempts');
+    await startDrain(first);
     // The drain may already be over (the grace period is short): the refusals while it
     // lasts are checked by the tests around this one, whose drains the test ends.
     await assertNotAccepted(first);
-    assert.deepEqual(await first.exited, { code: 0, signal: null }, first.stderr());
+    await assertExitedCleanly(first);
 
     writeFileSync(release, '');
     const second = await spawnKiln(env);
-    for (const id of [lastChance, withRetries]) {
-      const job = await second.waitForJob(id);
-      assert.equal(job.status, 'completed', JSON.stringify(job));
-      assert.notEqual(job.startedAt, started.get(id), 'the completing attempt started after the restart');
+    await eachCompleted(second, [lastChance, withRetries], (job) => {
+      assert.notEqual(job.startedAt, started.get(job.id), 'the completing attempt started after the restart');
       assert.equal(job.attempts, 1, `the attempt released at shutdown is not counted: ${JSON.stringify(job)}`);
       assert.equal(job.result.pid, second.child.pid, `completed by the restarted process: ${JSON.stringify(job)}`);
       if (job.error !== null) assert.equal(job.error.code, 'interrupted');
-    }
-    second.child.kill('SIGTERM');
-    assert.deepEqual(await second.exited, { code: 0, signal: null }, second.stderr());
+    });
+    await stopCleanly(second);
   });
 
   it('a second signal exits at once with a non-zero code, and loses nothing accepted', async () => {
@@ -210,8 +195,7 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
     accepted.push(delayed);
     await Promise.all(accepted.slice(0, 2).map((id) => first.waitForStatus(id, 'running')));
 
-    first.child.kill('SIGTERM');
-    await first.waitForLog('shutting down: draining running attempts');
+    await startDrain(first);
     await assertShuttingDown(first);
     first.child.kill('SIGINT');
     const exit = await first.exited;
@@ -235,7 +219,6 @@ describe('shutdown of a real process on SQLite', { timeout: 60_000 }, () => {
     const queue = await second.request('GET', '/v1/queue');
     assert.equal(queue.body.pending, 0, queue.text);
     assert.equal(queue.body.byStatus.completed, accepted.length, queue.text);
-    second.child.kill('SIGTERM');
-    assert.deepEqual(await second.exited, { code: 0, signal: null }, second.stderr());
+    await stopCleanly(second);
   });
 });

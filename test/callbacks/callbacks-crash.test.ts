@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { after, describe, it } from 'node:test';
 import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
+import { pollUntil } from '../support/poll.js';
 import { startReceiver, verifySignature } from '../support/receiver.js';
 
 /**
@@ -58,13 +59,11 @@ describe('callbacks across a SIGKILL on the SQLite store', { timeout: 60_000 }, 
       assert.ok(verifySignature(SECRET, again.headers['kiln-signature'] as string, again.rawBody));
       assert.equal(JSON.parse(again.rawBody).id, id);
       // The attempt is recorded right after the answer: read until it shows (or 30 s pass).
-      let deliveries: any[] = [];
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        deliveries = (await second.request('GET', `/v1/jobs/${id}/callbacks`)).body.deliveries;
-        if (deliveries.some((d) => d.status === 'delivered') || Date.now() > deadline) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      const deliveries: any[] = await pollUntil(
+        async () => (await second.request('GET', `/v1/jobs/${id}/callbacks`)).body.deliveries,
+        (read: any[]) => read.some((d) => d.status === 'delivered'),
+        { what: 'the delivery to be recorded as delivered', deadlineMs: 30_000, everyMs: 10 },
+      );
       assert.deepEqual(
         deliveries.map((d) => [d.attempt, d.status, d.httpStatus]),
         [[1, 'delivered', 204]],

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { FakeClock } from '../support/fake-clock.js';
 import { STATS_BUCKET_MS } from '../../src/scheduler/statistics/job-stats.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
@@ -7,13 +8,11 @@ describe('GET /v1/stats', () => {
   let server: TestServer;
   // The server's clock stands still unless the test moves it, so every sample lands in a known bucket.
   const start = 1_800_000_000_000 - (1_800_000_000_000 % STATS_BUCKET_MS) + 5000;
-  let now = start;
+  const clock = new FakeClock(start);
 
   before(async () => {
-    // Its timers never fire: nothing here is scheduled.
-    server = await startServer({ KILN_STORE: 'sqlite', KILN_API_TOKENS: 'stats-token' }, undefined, {
-      clock: { now: () => now, setTimer: () => () => undefined },
-    });
+    // No timer is set on it: nothing here is scheduled.
+    server = await startServer({ KILN_STORE: 'sqlite', KILN_API_TOKENS: 'stats-token' }, undefined, { clock });
   });
 
   after(async () => {
@@ -61,7 +60,7 @@ describe('GET /v1/stats', () => {
   });
 
   it('moves on with the clock: a new bucket starts empty, the window defaults to 900 seconds', async () => {
-    now = start + STATS_BUCKET_MS;
+    clock.set(start + STATS_BUCKET_MS);
     const response = await server.request('GET', '/v1/stats', undefined, auth);
     assert.equal(response.status, 200, response.text);
     assert.equal(response.body.window, 900);
