@@ -1,7 +1,23 @@
 import assert from 'node:assert/strict';
-import type { AttemptOutcome, ClaimedJob, ClaimRequest, Finished, InsertResult, JobStore, StoreEvent } from '../../src/store/store.js';
+import type {
+  AttemptOutcome,
+  ClaimedJob,
+  ClaimRequest,
+  Finished,
+  InsertResult,
+  JobStore,
+  StoreEvent,
+} from '../../src/store/store.js';
 import { Rescuer } from '../../src/scheduler/dispatch/rescuer.js';
-import { type Job, JOB_STATUSES, type JobError, type JobStatus, type JobSummary, type NewJob, PRIORITY_LEVELS } from '../../src/jobs/model.js';
+import {
+  type Job,
+  JOB_STATUSES,
+  type JobError,
+  type JobStatus,
+  type JobSummary,
+  type NewJob,
+  PRIORITY_LEVELS,
+} from '../../src/jobs/model.js';
 
 /**
  * Opens a fresh, empty store whose clock is `clock`: every time the store decides with

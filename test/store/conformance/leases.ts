@@ -1,6 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { assertCountsExact, claimJobs, claimOne, completed, finishOne, handlerError, insertOk, insertOne, mustGet, newJob, recordEvents, rescueOnce, startAttempts, T0 } from '../../support/store-fixtures.js';
+import {
+  assertCountsExact,
+  claimJobs,
+  claimOne,
+  completed,
+  finishOne,
+  handlerError,
+  insertOk,
+  insertOne,
+  mustGet,
+  newJob,
+  recordEvents,
+  rescueOnce,
+  startAttempts,
+  T0,
+} from '../../support/store-fixtures.js';
 import { changed, type OpenStore } from './context.js';
 import { decideExpired } from '../../../src/scheduler/dispatch/retry-policy.js';
 
