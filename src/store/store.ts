@@ -271,22 +271,6 @@ export interface LimitOverride {
   rateLimit?: { max: number; perMs: number } | null;
 }
 
-export const LIMITS_PREFIX = 'limits:';
-
-/** Overrides from their stored settings; a value that does not parse is left out. */
-export function parseOverrides(settings: Iterable<[string, string]>): Map<string, LimitOverride> {
-  const overrides = new Map<string, LimitOverride>();
-  for (const [key, value] of settings) {
-    if (!key.startsWith(LIMITS_PREFIX)) continue;
-    try {
-      overrides.set(key.slice(LIMITS_PREFIX.length), JSON.parse(value) as LimitOverride);
-    } catch {
-      // Written by this code as JSON; anything else is not an override.
-    }
-  }
-  return overrides;
-}
-
 /** A task type's limits (API.md "Task limits"). */
 export interface TaskLimits {
   /** At most this many attempts of the type running at once. */
@@ -411,51 +395,6 @@ export interface DeliveryRecord {
   error: string | null;
   /** When the attempt was made, or, pending, when it is due. */
   at: number;
-}
-
-/** A delivery with its attempts as both stores read them, joined: one row per attempt (or one without). */
-export interface DeliveryRow {
-  id: string;
-  event: CallbackEvent;
-  status: 'pending' | 'delivered' | 'failed';
-  attempts: number;
-  next_at: number | null;
-  attempt: number | null;
-  attempt_status: 'delivered' | 'failed' | null;
-  http_status: number | null;
-  error: string | null;
-  at: number | null;
-}
-
-/** Rows ordered by delivery, then attempt → records, each pending delivery ending with its next attempt. */
-export function deliveryRecords(rows: DeliveryRow[]): DeliveryRecord[] {
-  const records: DeliveryRecord[] = [];
-  for (const [index, row] of rows.entries()) {
-    if (row.attempt !== null) {
-      records.push({
-        id: row.id,
-        event: row.event,
-        attempt: row.attempt,
-        status: row.attempt_status ?? 'failed',
-        httpStatus: row.http_status,
-        error: row.error,
-        at: row.at ?? 0,
-      });
-    }
-    const last = rows[index + 1]?.id !== row.id;
-    if (last && row.status === 'pending') {
-      records.push({
-        id: row.id,
-        event: row.event,
-        attempt: row.attempts + 1,
-        status: 'pending',
-        httpStatus: null,
-        error: null,
-        at: row.next_at ?? 0,
-      });
-    }
-  }
-  return records;
 }
 
 export interface Changes {

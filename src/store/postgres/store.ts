@@ -44,8 +44,6 @@ import {
   type ClaimRequest,
   type DeliveryAttempt,
   type DeliveryRecord,
-  type DeliveryRow,
-  deliveryRecords,
   type DueDelivery,
   type ExpiredAttempt,
   type Finished,
@@ -68,11 +66,11 @@ import {
   type StoreListener,
   type StoreOptions,
   type SubscribeOptions,
-  LIMITS_PREFIX,
   type LimitOverride,
   type TaskLimits,
-  parseOverrides,
 } from '../store.js';
+import { type DeliveryRow, deliveryRecords } from '../delivery-records.js';
+import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
 import { formBatches } from '../micro-batches.js';
 import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import { migrate } from './migrate.js';

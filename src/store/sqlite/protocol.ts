@@ -1,7 +1,6 @@
 import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../jobs/model.js';
 import type {
   DeliveryAttempt,
-  DeliveryRow,
   ExpiredAttempt,
   InvalidState,
   ListFilter,
@@ -12,6 +11,7 @@ import type {
   ScheduleFire,
   StartedAttempt,
 } from '../store.js';
+import type { DeliveryRow } from '../delivery-records.js';
 
 /**
  * What crosses between the main thread and the store thread. The main thread sends

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { JobStatus } from '../../jobs/model.js';
-import type { DeliveryRow } from '../store.js';
+import type { DeliveryRow } from '../delivery-records.js';
 import { type ExpiredRow, type JobRow, type ScheduleRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
 
 /** What the store uses of a prepared statement. */

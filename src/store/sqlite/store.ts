@@ -48,7 +48,9 @@ import type {
   StartedAttempt,
   StoreOptions,
 } from '../store.js';
-import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
+import type { LimitOverride } from '../store.js';
+import { deliveryRecords } from '../delivery-records.js';
+import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
 import {
   type Answers,
   type ChangesWire,

@@ -19,7 +19,6 @@ import { canonicalJson } from '../canonical-json.js';
 import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import type {
   DeliveryAttempt,
-  DeliveryRow,
   ExpiredAttempt,
   InvalidState,
   ListFilter,
@@ -29,6 +28,7 @@ import type {
   ScheduleFire,
   StartedAttempt,
 } from '../store.js';
+import type { DeliveryRow } from '../delivery-records.js';
 import type {
   Answers,
   ChangesWire,
