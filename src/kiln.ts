@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { callbackUrlProblem } from './callbacks/address-guard.js';
 import { CallbackDeliveryService } from './callbacks/delivery-service.js';
 import type { Config } from './config.js';
-import type { Backoff } from './jobs/model.js';
+import type { Backoff } from './contract/job.js';
 import type { Clock } from './scheduler/clock.js';
 import type { MicroBatchOptions } from './scheduler/micro-batch.js';
 import { Scheduler } from './scheduler/scheduler.js';

@@ -6,7 +6,7 @@ import { Agent, fetch } from 'undici';
 import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../scheduler/clock.js';
-import type { Backoff, Job } from '../jobs/model.js';
+import type { Backoff, Job } from '../contract/job.js';
 import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
 import { signatureHeader } from './signature.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { FaultLog, type FaultLogger } from '../fault-log.js';
-import type { JobError } from '../jobs/model.js';
+import type { JobError } from '../contract/job.js';
 import type { AttemptOutcome, ClaimedJob, FinishItem, JobStore } from '../store/store.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../workers/protocol.js';

@@ -1,5 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../jobs/model.js';
+import { JOB_STATUSES, type JobStatus, PENDING_STATUSES } from '../contract/job.js';
 import type { QueueCounts } from '../store/store.js';
 import { THREAD_END_REASONS, type ThreadEndReason } from '../workers/pool.js';
 import type { JobStats } from './job-stats.js';

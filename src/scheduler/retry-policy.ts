@@ -1,5 +1,5 @@
 import { retryDelayMs } from '../jobs/backoff.js';
-import type { Backoff, JobError } from '../jobs/model.js';
+import type { Backoff, JobError } from '../contract/job.js';
 import type { AttemptOutcome, ExpiredAttempt } from '../store/store.js';
 import type { AttemptResult } from '../workers/protocol.js';
 import type { AttemptMetricOutcome } from './metrics.js';

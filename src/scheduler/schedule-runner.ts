@@ -1,8 +1,8 @@
 import { FaultLog, type FaultLogger } from '../fault-log.js';
-import type { Backoff, Job, NewJob } from '../jobs/model.js';
+import type { Backoff, Job, NewJob } from '../contract/job.js';
 import type { FireResult, InsertResult, JobStore, Schedule, ScheduleDefinition } from '../store/store.js';
 import type { Clock } from './clock.js';
-import { Timetable } from './cron.js';
+import { Timetable } from '../contract/cron.js';
 import { KilnError } from './errors.js';
 import type { KilnMetrics } from './metrics.js';
 

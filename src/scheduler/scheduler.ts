@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { newJobId } from '../jobs/ids.js';
-import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../jobs/model.js';
+import { type Backoff, type Callback, isTerminal, type Job, type JobStatus, type NewJob } from '../contract/job.js';
 import { canonicalJson } from '../store/canonical-json.js';
 import { isStoreError } from '../store/errors.js';
 import type {

@@ -1,4 +1,4 @@
-import type { CallbackEvent } from '../jobs/model.js';
+import type { CallbackEvent } from '../contract/job.js';
 import type { DeliveryRecord } from './store.js';
 
 /** A delivery with its attempts as both stores read them, joined: one row per attempt (or one without). */

@@ -1,4 +1,4 @@
-import { isTerminal, type JobStatus } from '../jobs/model.js';
+import { isTerminal, type JobStatus } from '../contract/job.js';
 import type { InvalidState, ScheduleFire } from './store.js';
 
 /** Rules of the job state machine that every store applies the same way. */

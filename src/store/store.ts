@@ -7,7 +7,16 @@ import type {
   NewJob,
   ParentResult,
   Progress,
-} from '../jobs/model.js';
+} from '../contract/job.js';
+import type { DeliveryRecord } from '../contract/delivery.js';
+import type { LimitOverride, TaskLimits } from '../contract/limits.js';
+import type { NodeInfo } from '../contract/node.js';
+import type { QueueCounts } from '../contract/queue.js';
+import type { Schedule, ScheduleDefinition } from '../contract/schedule.js';
+
+// The domain's types live in the contract; named here too for the stores and their tests.
+export type { DeliveryRecord, LimitOverride, NodeInfo, QueueCounts, Schedule, ScheduleDefinition, TaskLimits };
+export { CATCH_UP_RULES, OVERLAP_RULES } from '../contract/schedule.js';
 
 /**
  * The persistence boundary, shaped so that one embedded file (SQLite) and one database
@@ -211,34 +220,6 @@ export interface ClaimRequest {
   passedOver?: (type: string) => void;
 }
 
-export const OVERLAP_RULES = ['allow', 'skip'] as const;
-export const CATCH_UP_RULES = ['none', 'last'] as const;
-
-/** What a client sets of a schedule (PUT /v1/schedules/{name}). */
-export interface ScheduleDefinition {
-  name: string;
-  /** Five fields (minute precision) or six (leading seconds). */
-  cron: string;
-  /** IANA time zone the cron fields are read in. */
-  timezone: string;
-  /** The job request each tick submits, as the client gave it (validated at PUT time). */
-  job: Record<string, unknown>;
-  overlap: (typeof OVERLAP_RULES)[number];
-  catchUp: (typeof CATCH_UP_RULES)[number];
-  paused: boolean;
-  /** The next tick; null while paused. */
-  nextRunAt: number | null;
-  /** When the definition was written (creation or replacement, pause, resume). */
-  updatedAt: number;
-}
-
-export interface Schedule extends ScheduleDefinition {
-  /** The tick (or trigger) that made the latest job; null before the first. */
-  lastRunAt: number | null;
-  lastJobId: string | null;
-  createdAt: number;
-}
-
 export interface ScheduleFire {
   name: string;
   /**
@@ -264,20 +245,6 @@ export type FireResult =
    * the job answered (a refusal leaves the tick fired, without a job); null when there was none.
    */
   | { fired: true; schedule: Schedule; overlap: boolean; insert: InsertResult | null };
-
-/** A run-time override of a task's limits: a field given replaces the module's (null: no such limit). */
-export interface LimitOverride {
-  concurrency?: number | null;
-  rateLimit?: { max: number; perMs: number } | null;
-}
-
-/** A task type's limits (API.md "Task limits"). */
-export interface TaskLimits {
-  /** At most this many attempts of the type running at once. */
-  concurrency: number | null;
-  /** At most `max` attempts started in any window of `perMs`. */
-  rateLimit: { max: number; perMs: number } | null;
-}
 
 export type InsertResult =
   | { ok: true; outcomes: InsertOutcome[] }
@@ -385,18 +352,6 @@ export interface DeliveryAttempt {
   retryInMs: number;
 }
 
-/** One attempt of a delivery as GET /v1/jobs/{id}/callbacks lists it (pending: the next, not made yet). */
-export interface DeliveryRecord {
-  id: string;
-  event: CallbackEvent;
-  attempt: number;
-  status: 'pending' | 'delivered' | 'failed';
-  httpStatus: number | null;
-  error: string | null;
-  /** When the attempt was made, or, pending, when it is due. */
-  at: number;
-}
-
 export interface Changes {
   /** The job the call was about, as it is now. */
   job: Job;
@@ -430,22 +385,6 @@ export interface Page {
   nextCursor: string | null;
 }
 
-export interface QueueCounts {
-  byStatus: Record<JobStatus, number>;
-  /** Queued jobs per priority, index = priority. */
-  queuedByPriority: number[];
-  /** waiting + scheduled + queued + retrying. */
-  pending: number;
-  /** When the oldest queued job became ready; null when none is queued. */
-  oldestQueuedReadyAt: number | null;
-  /**
-   * Whether the figures are exact at the moment they were read. A store that cannot
-   * keep exact counts cheaply answers an estimate that is never below the truth for
-   * `pending` (admission stays safe) and says so here.
-   */
-  exact: boolean;
-}
-
 /**
  * One change of one job. `job()` builds the whole job object only for a listener that
  * wants it (most changes have nobody watching).
@@ -470,18 +409,6 @@ export type StoreListener = (event: StoreEvent) => void;
 
 export interface SubscribeOptions {
   watching?(id: string): boolean;
-}
-
-/** A server of a shared store (GET /v1/nodes). */
-export interface NodeInfo {
-  id: string;
-  host: string;
-  pid: number;
-  version: string;
-  threads: number;
-  busy: number;
-  startedAt: number;
-  lastSeenAt: number;
 }
 
 export interface StoreOptions {

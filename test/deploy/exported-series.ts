@@ -1,4 +1,4 @@
-import { JOB_STATUSES, type JobStatus } from '../../src/jobs/model.js';
+import { JOB_STATUSES, type JobStatus } from '../../src/contract/job.js';
 import { type AttemptMetricOutcome, KilnMetrics } from '../../src/scheduler/metrics.js';
 import { alternatives, exprNames } from './promql.js';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
-import { PENDING_STATUSES } from '../../src/jobs/model.js';
+import { PENDING_STATUSES } from '../../src/contract/job.js';
 import { repoRoot } from '../support/paths.js';
 import { readYaml } from './compose-file.js';
 import { exportedSeries, exprProblems, type SeriesInfo } from './exported-series.js';

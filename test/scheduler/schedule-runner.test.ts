@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import { newJobId } from '../../src/jobs/ids.js';
-import type { NewJob } from '../../src/jobs/model.js';
+import type { NewJob } from '../../src/contract/job.js';
 import { KilnError } from '../../src/scheduler/errors.js';
 import { KilnMetrics } from '../../src/scheduler/metrics.js';
 import { MISFIRE_MS, ScheduleRunner, type ScheduleInput, tickKey } from '../../src/scheduler/schedule-runner.js';

@@ -8,7 +8,7 @@ import {
   type JobSummary,
   type NewJob,
   PRIORITY_LEVELS,
-} from '../../src/jobs/model.js';
+} from '../../src/contract/job.js';
 import { Rescuer } from '../../src/scheduler/rescuer.js';
 import { decideExpired } from '../../src/scheduler/retry-policy.js';
 import {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { newJobId } from '../../src/jobs/ids.js';
-import type { NewJob } from '../../src/jobs/model.js';
+import type { NewJob } from '../../src/contract/job.js';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { statements } from '../../src/store/postgres/sql.js';

@@ -1,5 +1,5 @@
 import type { Scheduler, TaskInfo } from '../../scheduler/scheduler.js';
-import type { LimitOverride } from '../../store/store.js';
+import type { LimitOverride } from '../../contract/limits.js';
 import {
   limitsOverrideSchema,
   nodesSchema,
@@ -7,7 +7,7 @@ import {
   taskParamsSchema,
   taskSchema,
   tasksSchema,
-} from '../schemas.js';
+} from '../../contract/schemas.js';
 import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 

@@ -1,7 +1,7 @@
 import type { Scheduler } from '../../scheduler/scheduler.js';
-import { STATS_BUCKET_MS } from '../../scheduler/job-stats.js';
+import { STATS_BUCKET_MS } from '../../contract/stats.js';
 import { problemResponses } from '../openapi.js';
-import { statsQuerySchema, statsSchema } from '../schemas.js';
+import { statsQuerySchema, statsSchema } from '../../contract/schemas.js';
 import type { TypedApp } from '../typed-app.js';
 
 export function registerStatsRoutes(app: TypedApp, scheduler: Scheduler): void {

@@ -18,8 +18,8 @@
  */
 import { hostname } from 'node:os';
 import pg from 'pg';
-import type { Job, JobStatus, NewJob, Progress } from '../../jobs/model.js';
-import { isTerminal, JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
+import type { Job, JobStatus, NewJob, Progress } from '../../contract/job.js';
+import { isTerminal, JOB_STATUSES, PRIORITY_LEVELS } from '../../contract/job.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
 import type { JobWire } from '../sqlite/protocol.js';

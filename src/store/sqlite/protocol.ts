@@ -1,4 +1,4 @@
-import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../jobs/model.js';
+import type { Backoff, JobError, JobStatus, JobSummary, ParentResult } from '../../contract/job.js';
 import type {
   DeliveryAttempt,
   ExpiredAttempt,

@@ -1,4 +1,4 @@
-import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../jobs/model.js';
+import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../contract/job.js';
 import { before as fairBefore, FairQueue } from '../fair-queue.js';
 import { MinHeap } from '../min-heap.js';
 import type { JobWire, Snapshot } from './protocol.js';

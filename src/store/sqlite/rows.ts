@@ -7,7 +7,7 @@ import type {
   JobStatus,
   JobSummary,
   Progress,
-} from '../../jobs/model.js';
+} from '../../contract/job.js';
 import { StoreError } from '../errors.js';
 import type { DueDelivery, ExpiredAttempt, Schedule } from '../store.js';
 import type { DueDeliveryWire, JobWire } from './protocol.js';

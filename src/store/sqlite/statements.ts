@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { JobStatus } from '../../jobs/model.js';
+import type { JobStatus } from '../../contract/job.js';
 import type { DeliveryRow } from '../delivery-records.js';
 import { type ExpiredRow, type JobRow, type ScheduleRow, SUMMARY_COLUMNS, type SummaryRow } from './rows.js';
 

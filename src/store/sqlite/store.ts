@@ -20,7 +20,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { FaultLog, type FaultLogger, silentLog } from '../../fault-log.js';
-import type { Job, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../../jobs/model.js';
+import type { Job, JobStatus, JobSummary, NewJob, ParentResult, Progress } from '../../contract/job.js';
 import { canonicalJson } from '../canonical-json.js';
 import { StoreError } from '../errors.js';
 import type {

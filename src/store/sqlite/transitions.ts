@@ -14,7 +14,7 @@
  * nothing. The counters are kept exact on every transition (admission reads them for
  * every insert) and rebuilt from the file whenever a transaction is rolled back.
  */
-import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
+import { isTerminal, JOB_STATUSES, type JobError, type JobStatus, PRIORITY_LEVELS } from '../../contract/job.js';
 import { canonicalJson } from '../canonical-json.js';
 import { dedupeRival, dependencyMessage, invalidState, retryTarget, tickApplies, tickOverlaps } from '../rules.js';
 import type {
