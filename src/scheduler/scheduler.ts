@@ -187,6 +187,7 @@ export class Scheduler {
     this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
     this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });
     const clock = options.clock ?? systemClock(() => options.store.now());
+    const cluster = options.store.cluster;
     this.stats = new JobStats({ now: () => clock.now() });
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
@@ -196,13 +197,11 @@ export class Scheduler {
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
       paused: () => this.#dispatcher.paused,
-      ...(options.store.nodes === undefined
-        ? {}
-        : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
+      ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
     });
     options.store.observeCommits((seconds) => this.metrics.storeCommitted(seconds));
-    const shared = options.store.nodes !== undefined;
+    const shared = cluster !== null;
     const nodeLeaseMs = options.nodeLeaseMs;
     this.#dispatcher = new Dispatcher({
       store: options.store,
@@ -269,7 +268,7 @@ export class Scheduler {
     await this.#dispatcher.start();
     await this.schedules.start();
     // A stop that came while this started has cleared its timers already.
-    if (this.#store.nodes !== undefined && this.#stopping === null) {
+    if (this.#store.cluster !== null && this.#stopping === null) {
       this.#sharedTimer = setInterval(() => {
         this.#readShared().then(
           () => this.#sharedFault.succeeded(),
@@ -674,8 +673,8 @@ export class Scheduler {
   /** Threads of every live server sharing the store, or of this one. */
   async #threads(): Promise<{ size: number; busy: number }> {
     const here = { size: this.#pool.liveThreads, busy: this.#dispatcher.busyThreads };
-    if (this.#store.nodes === undefined) return here;
-    const nodes = await this.#store.nodes().catch(unavailable);
+    if (this.#store.cluster === null) return here;
+    const nodes = await this.#store.cluster.nodes().catch(unavailable);
     let size = here.size;
     let busy = here.busy;
     for (const node of nodes) {
@@ -698,8 +697,8 @@ export class Scheduler {
       startedAt: this.#startedAt,
       lastSeenAt: this.#store.now(),
     };
-    if (this.#store.nodes === undefined) return [self];
-    const nodes = await this.#store.nodes().catch(unavailable);
+    if (this.#store.cluster === null) return [self];
+    const nodes = await this.#store.cluster.nodes().catch(unavailable);
     return nodes.map((node) => (node.id === self.id ? { ...node, busy: self.busy } : node));
   }
 
@@ -770,7 +769,7 @@ export class Scheduler {
       // A store of this process alone: a write that committed as its thread died was never
       // announced, so what the watchers were told may be behind the file. (A shared store's
       // watchers are swept every second anyway.)
-      if (this.#store.nodes === undefined) {
+      if (this.#store.cluster === null) {
         this.#sweepWatched().then(
           () => this.#sweepFault.succeeded(),
           (error: unknown) => this.#sweepFault.failed(error),

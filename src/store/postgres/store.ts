@@ -42,6 +42,7 @@ import {
   type Changes,
   type ClaimedJob,
   type ClaimRequest,
+  type ClusterFacet,
   type DeliveryAttempt,
   type DeliveryRecord,
   type DueDelivery,
@@ -154,6 +155,8 @@ const MAX_CANDIDATES = 512;
 const UNAVAILABLE_SQLSTATES = /^(08|53|57P|58)/;
 
 export class PostgresStore implements JobStore {
+  /** Shared by every server on the schema: it lists them (`nodes`). */
+  readonly cluster: ClusterFacet = this;
   readonly #options: PostgresStoreOptions;
   readonly #pool: pg.Pool;
   readonly #sql: Statements;

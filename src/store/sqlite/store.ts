@@ -118,6 +118,8 @@ interface Running {
 }
 
 export class SqliteStore implements JobStore {
+  /** A store of this process alone. */
+  readonly cluster = null;
   readonly #path: string;
   readonly #options: SqliteStoreOptions;
   readonly #capacity: number;
