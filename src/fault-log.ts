@@ -1,5 +1,5 @@
 import { retryDelayMs } from './jobs/backoff.js';
-import type { Backoff } from './jobs/model.js';
+import type { Backoff } from './contract/job.js';
 
 /** The part of the process's logger (pino) a FaultLog writes to. */
 export interface FaultLogger {

@@ -1,19 +1,19 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { callbackUrlProblem } from './callbacks/address-guard.js';
-import { CallbackDeliveryService } from './callbacks/delivery-service.js';
-import type { Config } from './config.js';
-import type { Backoff } from './jobs/model.js';
-import type { MicroBatchOptions } from './scheduler/dispatch/micro-batch.js';
-import { Scheduler } from './scheduler/scheduler.js';
-import { createLogger } from './logger.js';
-import { buildApp, type KilnApp } from './server/app.js';
-import { renderJob } from './server/render.js';
-import { openStore } from './store/open-store.js';
-import { KILN_VERSION } from './version.js';
-import type { JobStore } from './store/store.js';
+import type { Backoff } from './contract/job.js';
 import type { Clock } from './time/clock.js';
+import type { Config } from './config.js';
+import type { JobStore } from './store/store.js';
+import type { MicroBatchOptions } from './scheduler/dispatch/micro-batch.js';
+import { CallbackDeliveryService } from './callbacks/delivery-service.js';
+import { KILN_VERSION } from './version.js';
+import { Scheduler } from './scheduler/scheduler.js';
 import { WorkerPool } from './workers/pool.js';
+import { buildApp, type KilnApp } from './server/app.js';
+import { callbackUrlProblem } from './callbacks/address-guard.js';
+import { createLogger } from './logger.js';
 import { loadTasks, type TaskRegistry } from './workers/registry.js';
+import { openStore } from './store/open-store.js';
+import { renderJob } from './server/render.js';
 
 export interface Kiln {
   app: KilnApp;

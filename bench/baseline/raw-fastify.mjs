@@ -1,7 +1,7 @@
 /**
  * Raw fastify baseline for the ingest figure (a child process of a benchmark): the
  * root's fastify and zod, POST /v1/jobs validated with Kiln's own request schema
- * (dist/src/server/schemas.js) and the noop task's payload schema, answered 201 with a
+ * (dist/src/contract/schemas.js) and the noop task's payload schema, answered 201 with a
  * job-shaped body of the same size as Kiln's. No store, no queue, no logging.
  *
  * Input: one JSON argument { port }.
@@ -14,7 +14,7 @@ import { ROOT_DIR } from '../lib/processes.mjs';
 
 const { port } = JSON.parse(process.argv[2] ?? '{}');
 const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
-const { jobRequestSchema } = await import(dist('server', 'schemas.js'));
+const { jobRequestSchema } = await import(dist('contract', 'schemas.js'));
 const { default: noop } = await import(dist('workers', 'tasks', 'noop.js'));
 
 const app = Fastify({ logger: false });

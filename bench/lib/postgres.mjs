@@ -109,11 +109,11 @@ export async function storeStatements(schema) {
 
 /**
  * `newJob(now)`: a job as the API would hand the store a `{"type":"noop"}` submission:
- * Kiln's own ids (UUIDv7, dist/src/jobs/ids.js) and defaults (dist/src/jobs/model.js).
+ * Kiln's own ids (UUIDv7, dist/src/jobs/ids.js) and defaults (dist/src/contract/job.js).
  */
 export async function noopJobMaker() {
   const { newJobId } = await import(dist('jobs', 'ids.js'));
-  const { JOB_DEFAULTS } = await import(dist('jobs', 'model.js'));
+  const { JOB_DEFAULTS } = await import(dist('contract', 'job.js'));
   return (now = Date.now()) => ({
     id: newJobId(now),
     type: 'noop',

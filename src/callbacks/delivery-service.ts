@@ -3,12 +3,12 @@ import { randomUUID } from 'node:crypto';
 // version bundled with each Node release, and a dispatcher from another major version of
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
-import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
-import { retryDelayMs } from '../jobs/backoff.js';
-import type { Backoff, Job } from '../jobs/model.js';
+import type { Backoff, Job } from '../contract/job.js';
 import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
-import { settleWithin } from '../time/settle-within.js';
+import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
+import { retryDelayMs } from '../jobs/backoff.js';
+import { settleWithin } from '../time/settle-within.js';
 import { signatureHeader } from './signature.js';
 
 export type DeliveryOutcome = DeliveryAttempt['outcome'];

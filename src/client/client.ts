@@ -55,6 +55,14 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+export interface EventsOptions extends CallOptions {
+  /**
+   * Hears the stream's `retry:` hint, the ms the server asks a client to wait before it
+   * follows the job again once the stream has ended early (a draining server ends them).
+   */
+  onRetry?: (ms: number) => void;
+}
+
 export interface WaitOptions extends CallOptions {
   /** Give up after this long in all and answer the job as it is then (default: wait as long as it takes). */
   timeoutMs?: number;
@@ -154,14 +162,14 @@ export class KilnClient {
    * The iteration ends after the job's terminal state, or when the server ends the
    * stream (a draining server does); leaving the loop early closes the connection.
    */
-  async *events(id: string, options: CallOptions = {}): AsyncGenerator<Job> {
+  async *events(id: string, options: EventsOptions = {}): AsyncGenerator<Job> {
     const response = await this.#send({
       path: `${jobPath(id)}/events`,
       headers: { accept: 'text/event-stream' },
       ...signalOf(options),
     });
     if (response.body === null) return;
-    for await (const event of readServerSentEvents(response.body)) {
+    for await (const event of readServerSentEvents(response.body, { onRetry: options.onRetry })) {
       if (event.event !== 'job') continue;
       const job = JSON.parse(event.data) as Job;
       yield job;

@@ -1,7 +1,9 @@
 /**
  * A reader of Server-Sent Events (the text/event-stream format of the HTML standard)
  * over a fetch body, written here so that the client needs no module beyond the
- * platform's fetch, TextDecoder and ReadableStream (browsers and Node alike).
+ * platform's fetch, TextDecoder and ReadableStream (browsers and Node alike). A parser
+ * package (eventsource-parser) would be a bare import, which a browser cannot load as
+ * the dashboard loads this module, and which test/client/client-module.test.ts refuses.
  */
 
 export interface ServerSentEvent {
@@ -10,7 +12,18 @@ export interface ServerSentEvent {
   id: string | null;
 }
 
-export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<ServerSentEvent> {
+export interface ReadOptions {
+  /**
+   * Hears each `retry:` field: the reconnection time, ms, the server asks for. A value
+   * that is not all ASCII digits is ignored, as the standard says.
+   */
+  onRetry?: (ms: number) => void;
+}
+
+export async function* readServerSentEvents(
+  body: ReadableStream<Uint8Array>,
+  options: ReadOptions = {},
+): AsyncGenerator<ServerSentEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = '';
@@ -39,6 +52,7 @@ export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): A
         if (field === 'event') event = value;
         else if (field === 'data') data.push(value);
         else if (field === 'id' && !value.includes('\0')) id = value;
+        else if (field === 'retry' && /^[0-9]+$/.test(value)) options.onRetry?.(Number(value));
       }
       // An event not closed by a blank line when the stream ends is dropped, as the standard says.
       if (done) return;

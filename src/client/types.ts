@@ -14,8 +14,8 @@ import type {
   scheduleSchema,
   statsSchema,
   taskSchema,
-} from '../server/schemas.js';
-import type { JobStatus } from '../jobs/model.js';
+} from '../contract/schemas.js';
+import type { JobStatus } from '../contract/job.js';
 
 /**
  * The client's view of the HTTP contract (docs/API.md). Wherever the server has a zod

@@ -1,4 +1,4 @@
-import type { Backoff } from './model.js';
+import type { Backoff } from '../contract/job.js';
 
 /**
  * The delay before attempt n+1 after n failed attempts (n >= 1), per API.md:

@@ -20,6 +20,10 @@ function randomBlock(): Buffer {
  * A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then a 12-bit sequence that
  * keeps ids made in the same millisecond in creation order, then random bits. Ids
  * therefore sort by creation time, which the job list relies on.
+ *
+ * Written here rather than taken from a package: the `uuid` package's v7 forgets its
+ * ordering state when given a time (the store's clock), and `uuidv7`'s V7Generator, which
+ * keeps it, took about 1.6x as long per id on the submit path (0.9-1.1 µs against 0.55-0.65 µs).
  */
 export function newJobId(now: number = Date.now()): string {
   let ms = Math.max(now, lastMs);

@@ -27,8 +27,8 @@ export class ClusterView {
   async threads(): Promise<{ size: number; busy: number }> {
     const { store, pool, dispatcher } = this.#options;
     const here = { size: pool.liveThreads, busy: dispatcher.busyThreads };
-    if (store.nodes === undefined) return here;
-    const nodes = await store.nodes().catch(unavailable);
+    if (store.cluster === null) return here;
+    const nodes = await store.cluster.nodes().catch(unavailable);
     let size = here.size;
     let busy = here.busy;
     for (const node of nodes) {
@@ -52,8 +52,8 @@ export class ClusterView {
       startedAt: this.#options.startedAt,
       lastSeenAt: store.now(),
     };
-    if (store.nodes === undefined) return [self];
-    const nodes = await store.nodes().catch(unavailable);
+    if (store.cluster === null) return [self];
+    const nodes = await store.cluster.nodes().catch(unavailable);
     return nodes.map((node) => (node.id === self.id ? { ...node, busy: self.busy } : node));
   }
 }

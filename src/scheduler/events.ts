@@ -1,4 +1,4 @@
-import type { Job, JobStatus } from '../jobs/model.js';
+import type { Job, JobStatus } from '../contract/job.js';
 
 /** A watched job changed; null: it no longer exists. */
 export type JobListener = (job: Job | null) => void;

@@ -1,7 +1,7 @@
-import { isTerminal, type Job } from '../jobs/model.js';
-import type { JobStore } from '../store/store.js';
-import { unavailable } from './errors.js';
 import type { JobEvents } from './events.js';
+import type { JobStore } from '../store/store.js';
+import { isTerminal, type Job } from '../contract/job.js';
+import { unavailable } from './errors.js';
 
 export interface LongPollSources {
   store: JobStore;

@@ -1,28 +1,35 @@
 import { setMaxListeners } from 'node:events';
-import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
-import type { Job, JobStatus } from '../jobs/model.js';
-import { isStoreError } from '../store/errors.js';
-import type { DeliveryRecord, JobStore, LimitOverride, ListFilter, NodeInfo, Page } from '../store/store.js';
-import { isInvalidState } from '../store/store.js';
-import { type Clock, systemClock } from '../time/clock.js';
-import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
 import type { ChannelMessage } from '../workers/protocol.js';
+import type { Job, JobStatus } from '../contract/job.js';
+import type { MicroBatchOptions } from './dispatch/micro-batch.js';
 import type { TaskRegistry } from '../workers/registry.js';
+import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
 import { ClusterView } from './cluster-view.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
-import type { MicroBatchOptions } from './dispatch/micro-batch.js';
-import { Rescuer } from './dispatch/rescuer.js';
-import { KilnError, notFound, unavailable, validationError } from './errors.js';
+import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { JobEvents } from './events.js';
-import { waitForTerminal } from './long-poll.js';
+import { JobStats } from './statistics/job-stats.js';
+import { KilnError, notFound, unavailable, validationError } from './errors.js';
+import { KilnMetrics } from './statistics/metrics.js';
+import { Rescuer } from './dispatch/rescuer.js';
 import { Retention } from './retention.js';
 import { ScheduleRunner } from './schedules/schedule-runner.js';
-import { JobStats } from './statistics/job-stats.js';
-import { KilnMetrics } from './statistics/metrics.js';
+import { isStoreError } from '../store/errors.js';
 import { routeStoreEvent, type StoreEventRouting } from './store-events.js';
-import { type CallbackUrlCheck, Submission, type SubmitItem, type Submitted } from './submission.js';
-import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
 import { threadEndLine } from './thread-end-log.js';
+import { type CallbackUrlCheck, Submission, type SubmitItem, type Submitted } from './submission.js';
+import { type Clock, systemClock } from '../time/clock.js';
+import {
+  type DeliveryRecord,
+  isInvalidState,
+  type JobStore,
+  type LimitOverride,
+  type ListFilter,
+  type NodeInfo,
+  type Page,
+} from '../store/store.js';
+import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
+import { waitForTerminal } from './long-poll.js';
 
 /**
  * How often a server of a shared store reads again what other servers change (task limit
@@ -118,6 +125,7 @@ export class Scheduler {
     this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
     this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });
     const clock = options.clock ?? systemClock(() => options.store.now());
+    const cluster = options.store.cluster;
     this.stats = new JobStats({ now: () => clock.now() });
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
@@ -127,13 +135,11 @@ export class Scheduler {
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
       paused: () => this.#dispatcher.paused,
-      ...(options.store.nodes === undefined
-        ? {}
-        : { liveNodes: async () => ((await options.store.nodes?.()) ?? []).length }),
+      ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
     });
     options.store.observeCommits((seconds) => this.metrics.storeCommitted(seconds));
-    const shared = options.store.nodes !== undefined;
+    const shared = cluster !== null;
     const nodeLeaseMs = options.nodeLeaseMs;
     this.#dispatcher = new Dispatcher({
       store: options.store,
@@ -227,7 +233,7 @@ export class Scheduler {
     await this.#dispatcher.start();
     await this.schedules.start();
     // A stop that came while this started has cleared its timers already.
-    if (this.#store.nodes !== undefined && this.#stopping === null) {
+    if (this.#store.cluster !== null && this.#stopping === null) {
       this.#sharedTimer = setInterval(() => {
         this.#readShared().then(
           () => this.#sharedFault.succeeded(),

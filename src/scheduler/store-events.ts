@@ -1,8 +1,8 @@
-import { isTerminal } from '../jobs/model.js';
-import type { StoreEvent } from '../store/store.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import type { JobEvents } from './events.js';
 import type { KilnMetrics } from './statistics/metrics.js';
+import type { StoreEvent } from '../store/store.js';
+import { isTerminal } from '../contract/job.js';
 
 /** Who hears what the store announces. */
 export interface StoreEventRouting {

@@ -1,14 +1,13 @@
 import { createHash } from 'node:crypto';
-import { newJobId } from '../jobs/ids.js';
-import type { Backoff, Callback, Job, NewJob } from '../jobs/model.js';
-import { canonicalJson } from '../store/canonical-json.js';
-import type { InsertOutcome, InsertResult, JobStore } from '../store/store.js';
-import type { TaskRegistry } from '../workers/registry.js';
-import { validatePayload } from '../workers/registry.js';
+import type { Backoff, Callback, Job, NewJob } from '../contract/job.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
-import { type FieldIssue, KilnError, unavailable, validationError } from './errors.js';
+import type { InsertOutcome, InsertResult, JobStore } from '../store/store.js';
 import type { KilnMetrics } from './statistics/metrics.js';
 import { RateWindow } from './statistics/rate-window.js';
+import { canonicalJson } from '../store/canonical-json.js';
+import { newJobId } from '../jobs/ids.js';
+import { type FieldIssue, KilnError, unavailable, validationError } from './errors.js';
+import { type TaskRegistry, validatePayload } from '../workers/registry.js';
 
 /** The dedupe key of a job without an explicit one: SHA-256 of its type and canonical payload. */
 export function dedupeKeyOf(type: string, payload: unknown): string {

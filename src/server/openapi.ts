@@ -2,8 +2,8 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { PROBLEM_CODES, type ProblemCode } from './problems.js';
-import { problemSchema } from './schemas.js';
+import { PROBLEM_CODES, type ProblemCode } from '../contract/problem-codes.js';
+import { problemSchema } from '../contract/schemas.js';
 
 /**
  * How the OpenAPI document tells the truth about every route, whoever wrote the route.

@@ -1,33 +1,14 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { type FieldIssue, KilnError, type KilnErrorCode } from '../scheduler/errors.js';
+import { PROBLEM_CODES, type ProblemCode } from '../contract/problem-codes.js';
+import { type FieldIssue, KilnError } from '../scheduler/errors.js';
 
 /**
  * Every 4xx and 5xx answer is an RFC 9457 problem document with a stable `code`
  * (API.md, "Errors"). This module is the one place that maps errors to them.
  */
 
-export const PROBLEM_CODES = {
-  invalid_json: 400,
-  validation_error: 400,
-  unknown_task_type: 400,
-  unknown_dependency: 400,
-  callbacks_disabled: 400,
-  unauthorized: 401,
-  not_found: 404,
-  request_timeout: 408,
-  idempotency_conflict: 409,
-  invalid_state: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  expectation_failed: 417,
-  queue_full: 429,
-  headers_too_large: 431,
-  shutting_down: 503,
-  store_unavailable: 503,
-  internal_error: 500,
-} as const satisfies Record<KilnErrorCode | string, number>;
-export type ProblemCode = keyof typeof PROBLEM_CODES;
+export { PROBLEM_CODES, type ProblemCode };
 
 export interface Problem {
   type: string;

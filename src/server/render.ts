@@ -1,7 +1,8 @@
 import type { z } from 'zod';
-import type { Job, JobSummary } from '../jobs/model.js';
-import type { DeliveryRecord, Schedule } from '../store/store.js';
-import type { deliveriesSchema, jobSchema, jobSummarySchema, scheduleSchema } from './schemas.js';
+import type { Job, JobSummary } from '../contract/job.js';
+import type { DeliveryRecord } from '../contract/delivery.js';
+import type { Schedule } from '../contract/schedule.js';
+import type { deliveriesSchema, jobSchema, jobSummarySchema, scheduleSchema } from '../contract/schemas.js';
 
 export type ApiJob = z.output<typeof jobSchema>;
 export type ApiJobSummary = z.output<typeof jobSummarySchema>;

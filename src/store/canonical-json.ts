@@ -3,6 +3,13 @@
  * order compare equal (idempotency replays). Follows JSON.stringify otherwise: undefined,
  * functions and symbols are left out of objects and become null in arrays; `toJSON` is
  * honoured.
+ *
+ * The text is stored (dedupe keys are its hash; idempotency replays compare it), so its
+ * form may not change. Keys sorted into a fresh object come out as JavaScript orders an
+ * object's keys: integer-like keys first, ascending by value, then the others by UTF-16
+ * code units. Stable-stringify packages (RFC 8785 `canonicalize`, `safe-stable-stringify`,
+ * `fast-json-stable-stringify`, `json-stable-stringify`) sort every key by code units
+ * ("10" before "2"), which would change the key of any payload with such keys.
  */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortKeys(value)) ?? 'null';

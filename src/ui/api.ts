@@ -125,13 +125,19 @@ export const api = {
 
 /**
  * Follows GET /v1/jobs/{id}/events until the job is finished or `signal` aborts,
- * calling `onJob` with each state. EventSource cannot send an Authorization header,
- * so the client reads the stream with fetch: the token stays in a header and never
- * appears in a URL (where logs and proxies would keep it).
+ * calling `onJob` with each state and `onRetry` with the server's reconnection hint
+ * (`retry:`). EventSource cannot send an Authorization header, so the client reads the
+ * stream with fetch: the token stays in a header and never appears in a URL (where logs
+ * and proxies would keep it).
  */
-export async function watchJob(id: string, onJob: (job: Job) => void, signal: AbortSignal): Promise<void> {
+export async function watchJob(
+  id: string,
+  onJob: (job: Job) => void,
+  signal: AbortSignal,
+  onRetry?: (ms: number) => void,
+): Promise<void> {
   try {
-    for await (const job of client().events(id, { signal })) onJob(job);
+    for await (const job of client().events(id, { signal, onRetry })) onJob(job);
   } catch (error) {
     throw unauthorized(error);
   }

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, asProblem, type Job, type KilnError, TERMINAL_STATUSES, watchJob } from './api.js';
 import { confirmed, duration, html, Json, Problem, Section, StatusBadge, time, useAction, useLoad } from './view.js';
 
-/** How long to wait before following a job's events again after the stream broke off. */
+/** How long to wait before following a job's events again after the stream broke off, unless the server said (`retry:`). */
 const RECONNECT_MS = 2000;
 /** How often the deliveries of a job's callback are read again. */
 const CALLBACKS_REFRESH_MS = 3000;
@@ -30,6 +30,7 @@ export function JobPage({ id }: { id: string }) {
       if (TERMINAL_STATUSES.includes(first.status)) return;
       setLive(true);
       let last = first;
+      let retryMs = RECONNECT_MS;
       await watchJob(
         id,
         (next) => {
@@ -37,10 +38,13 @@ export function JobPage({ id }: { id: string }) {
           setJob(next);
         },
         stop.signal,
+        (ms) => {
+          retryMs = ms;
+        },
       );
       // A stream that ends before the job does (its server is draining): follow it again.
       if (!stop.signal.aborted && !TERMINAL_STATUSES.includes(last.status)) {
-        reconnect = setTimeout(() => setRound((n) => n + 1), RECONNECT_MS);
+        reconnect = setTimeout(() => setRound((n) => n + 1), retryMs);
       }
     };
     follow()

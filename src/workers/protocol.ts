@@ -1,4 +1,4 @@
-import type { ParentResult } from '../jobs/model.js';
+import type { ParentResult } from '../contract/job.js';
 
 /**
  * What crosses the thread boundary. Errors thrown in a thread lose their own

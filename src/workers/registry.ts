@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { JITTER_MODES, JOB_DEFAULTS } from '../jobs/model.js';
+import { JITTER_MODES, JOB_DEFAULTS } from '../contract/job.js';
 import { TaskLoadError } from './errors.js';
 import type { StandardSchemaV1, TaskDefaults, TaskDefinition } from './task.js';
 

@@ -1,4 +1,4 @@
-import type { Backoff, ParentResult } from '../jobs/model.js';
+import type { Backoff, ParentResult } from '../contract/job.js';
 
 /**
  * The task module contract (DESIGN.md, "Tasks"): a module whose default export is a

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { CallbackDeliveryService } from '../../src/callbacks/delivery-service.js';
 import { newJobId } from '../../src/jobs/ids.js';
-import type { Callback, Job } from '../../src/jobs/model.js';
+import type { Callback, Job } from '../../src/contract/job.js';
 import { renderJob } from '../../src/server/render.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';

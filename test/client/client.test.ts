@@ -13,7 +13,7 @@ import {
   retryAfterMs,
   TERMINAL_STATUSES,
 } from '../../src/client/index.js';
-import { isTerminal, JOB_STATUSES as SERVER_STATUSES } from '../../src/jobs/model.js';
+import { isTerminal, JOB_STATUSES as SERVER_STATUSES } from '../../src/contract/job.js';
 import { closedPortUrl } from '../support/http.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { startServer, type TestServer } from '../support/kiln.js';

@@ -1,6 +1,6 @@
-import { JOB_STATUSES, type JobStatus } from '../../src/jobs/model.js';
-import { type AttemptMetricOutcome, KilnMetrics } from '../../src/scheduler/statistics/metrics.js';
+import { JOB_STATUSES, type JobStatus } from '../../src/contract/job.js';
 import { alternatives, exprNames } from './promql.js';
+import { type AttemptMetricOutcome, KilnMetrics } from '../../src/scheduler/statistics/metrics.js';
 
 /** One series name a query may read, with its labels and, for labels of a fixed set, their values. */
 export interface SeriesInfo {

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 import { before, describe, it, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { PENDING_STATUSES } from '../../src/store/core/statuses.js';
-import { repoRoot } from '../support/paths.js';
-import { readYaml } from './compose-file.js';
-import { exportedSeries, exprProblems, type SeriesInfo } from './exported-series.js';
 import { alternatives, exprNames } from './promql.js';
+import { exportedSeries, exprProblems, type SeriesInfo } from './exported-series.js';
+import { readYaml } from './compose-file.js';
+import { repoRoot } from '../support/paths.js';
 
 const prometheusConfig = readYaml('deploy/prometheus/prometheus.yml');
 const jobs: string[] = prometheusConfig.scrape_configs.map((job: any) => job.job_name);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { retryDelayMs } from '../../src/jobs/backoff.js';
-import type { Backoff } from '../../src/jobs/model.js';
+import type { Backoff } from '../../src/contract/job.js';
 
 const base: Backoff = { initialMs: 1000, factor: 2, maxMs: 300_000, jitter: 'none' };
 

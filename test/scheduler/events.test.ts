@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Job } from '../../src/jobs/model.js';
+import type { Job } from '../../src/contract/job.js';
 import { JobEvents } from '../../src/scheduler/events.js';
 
 function job(id: string, status: Job['status'], attempts = 0, progress: Job['progress'] = null): Job {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Job } from '../../src/jobs/model.js';
+import type { Job } from '../../src/contract/job.js';
 import { writeFileSync } from 'node:fs';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { followJobEvents } from '../support/http.js';

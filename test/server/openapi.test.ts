@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { JOB_STATUSES } from '../../src/jobs/model.js';
+import { JOB_STATUSES } from '../../src/contract/job.js';
 import { problemCodesOf } from '../../src/server/openapi.js';
 import { PROBLEM_CODES } from '../../src/server/problems.js';
 import { startServer, type TestResponse, type TestServer } from '../support/kiln.js';

@@ -12,6 +12,11 @@ describe('canonicalJson', () => {
     assert.notEqual(canonicalJson([1, 2]), canonicalJson([2, 1]));
   });
 
+  it('puts integer-like keys first, ascending by value, as stored keys of earlier versions have them', () => {
+    assert.equal(canonicalJson({ b: 1, 10: 2, a: 3, 2: 4 }), '{"2":4,"10":2,"a":3,"b":1}');
+    assert.equal(canonicalJson({ é: 1, e: 2, Z: 3 }), '{"Z":3,"e":2,"é":1}');
+  });
+
   it('follows JSON.stringify for scalars and undefined', () => {
     assert.equal(canonicalJson('s'), '"s"');
     assert.equal(canonicalJson(3), '3');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { newJobId } from '../../src/jobs/ids.js';
-import type { NewJob } from '../../src/jobs/model.js';
+import type { NewJob } from '../../src/contract/job.js';
 import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { claimStatements } from '../../src/store/postgres/claim.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config.js';
-import type { Job } from '../../src/jobs/model.js';
+import type { Job } from '../../src/contract/job.js';
 import { requestJson, type TestResponse } from './http.js';
 import { fixtureTasksDir } from './paths.js';
 import { pollUntil } from './poll.js';

@@ -17,7 +17,7 @@ import {
   type JobSummary,
   type NewJob,
   PRIORITY_LEVELS,
-} from '../../src/jobs/model.js';
+} from '../../src/contract/job.js';
 
 /**
  * Opens a fresh, empty store whose clock is `clock`: every time the store decides with

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { JOB_DEFAULTS } from '../../src/jobs/model.js';
+import { JOB_DEFAULTS } from '../../src/contract/job.js';
 import { TaskLoadError } from '../../src/workers/errors.js';
 import { loadTasks, validatePayload } from '../../src/workers/registry.js';
 

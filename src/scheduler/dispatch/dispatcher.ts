@@ -1,18 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { FaultLog, type FaultLogger } from '../../fault-log.js';
-import type { ClaimedJob, JobStore } from '../../store/store.js';
-import { settleWithin } from '../../time/settle-within.js';
-import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../../workers/pool.js';
 import type { AttemptInput, TaskAnswer } from '../../workers/protocol.js';
+import type { ClaimedJob, JobStore } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
 import { AttemptStarts } from './attempt-start.js';
-import { type AbortReason, abortCause, type Batch } from './batch.js';
+import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../../workers/pool.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { type MicroBatchOptions, MicroBatching } from './micro-batch.js';
-import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
+import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
 import { TaskLimiter } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
+import { abortCause, type AbortReason, type Batch } from './batch.js';
+import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
+import { settleWithin } from '../../time/settle-within.js';
 
 export interface DispatcherOptions {
   store: JobStore;

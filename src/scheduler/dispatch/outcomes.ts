@@ -1,10 +1,10 @@
-import { FaultLog, type FaultLogger } from '../../fault-log.js';
-import type { JobError } from '../../jobs/model.js';
 import type { AttemptOutcome, ClaimedJob, FinishItem, JobStore } from '../../store/store.js';
 import type { AttemptResult } from '../../workers/protocol.js';
-import type { KilnMetrics } from '../statistics/metrics.js';
 import type { Batch } from './batch.js';
+import type { JobError } from '../../contract/job.js';
+import type { KilnMetrics } from '../statistics/metrics.js';
 import type { MicroBatching } from './micro-batch.js';
+import { FaultLog, type FaultLogger } from '../../fault-log.js';
 import { refusalReason } from './refused-outcome.js';
 import { type AttemptEnd, decideAttempt } from './retry-policy.js';
 

@@ -1,4 +1,4 @@
-import type { Job } from '../../jobs/model.js';
+import type { Job } from '../../contract/job.js';
 
 /**
  * Why a store refused an attempt's outcome, read from the job as it is after the refusal.

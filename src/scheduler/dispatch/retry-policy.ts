@@ -1,8 +1,8 @@
-import { retryDelayMs } from '../../jobs/backoff.js';
-import type { Backoff, JobError } from '../../jobs/model.js';
+import type { AttemptMetricOutcome } from '../statistics/metrics.js';
 import type { AttemptOutcome, ExpiredAttempt } from '../../store/store.js';
 import type { AttemptResult } from '../../workers/protocol.js';
-import type { AttemptMetricOutcome } from '../statistics/metrics.js';
+import type { Backoff, JobError } from '../../contract/job.js';
+import { retryDelayMs } from '../../jobs/backoff.js';
 
 /**
  * The retry policy, in one place: how an attempt's end becomes a transition of its

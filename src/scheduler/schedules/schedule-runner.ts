@@ -1,10 +1,10 @@
-import { FaultLog, type FaultLogger } from '../../fault-log.js';
-import type { Backoff, Job, NewJob } from '../../jobs/model.js';
-import type { FireResult, InsertResult, JobStore, Schedule, ScheduleDefinition } from '../../store/store.js';
+import type { Backoff, Job, NewJob } from '../../contract/job.js';
 import type { Clock } from '../../time/clock.js';
-import { KilnError } from '../errors.js';
+import type { FireResult, InsertResult, JobStore, Schedule, ScheduleDefinition } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
-import { Timetable } from './cron.js';
+import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import { KilnError } from '../errors.js';
+import { Timetable } from '../../contract/cron.js';
 
 /**
  * Schedules (API.md "Schedules"): each tick of a schedule's cron timetable makes one job.

@@ -1,11 +1,7 @@
 import { LatencyHistogram } from './latency-histogram.js';
+import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS } from '../../contract/stats.js';
 
-/** Width of one bucket of GET /v1/stats. */
-export const STATS_BUCKET_MS = 10_000;
-/** How far back the ring reaches: an hour of buckets. */
-export const STATS_MAX_WINDOW_SECONDS = 3600;
-/** The shortest window GET /v1/stats answers for. */
-export const STATS_MIN_WINDOW_SECONDS = 60;
+export { STATS_BUCKET_MS };
 const RING_SIZE = (STATS_MAX_WINDOW_SECONDS * 1000) / STATS_BUCKET_MS;
 
 export interface StatsFigures {

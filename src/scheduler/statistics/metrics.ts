@@ -1,9 +1,9 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { JobStats } from './job-stats.js';
-import type { QueueCounts } from '../../store/store.js';
-import { REFUSAL_REASONS, type RefusalReason } from '../dispatch/refused-outcome.js';
-import { JOB_STATUSES, type JobStatus } from '../../jobs/model.js';
+import type { QueueCounts } from '../../contract/queue.js';
+import { JOB_STATUSES, type JobStatus } from '../../contract/job.js';
 import { PENDING_STATUSES } from '../../store/core/statuses.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../dispatch/refused-outcome.js';
 import { THREAD_END_REASONS, type ThreadEndReason } from '../../workers/pool.js';
 
 export const ATTEMPT_METRIC_OUTCOMES = ['success', 'error', 'timeout', 'crash'] as const;

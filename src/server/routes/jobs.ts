@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { isTerminal, type Job } from '../../jobs/model.js';
+import { isTerminal, type Job } from '../../contract/job.js';
 import { notFound, validationError } from '../../scheduler/errors.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { SubmitItem } from '../../scheduler/submission.js';
@@ -18,7 +18,7 @@ import {
   jobSchema,
   listQuerySchema,
   waitQuerySchema,
-} from '../schemas.js';
+} from '../../contract/schemas.js';
 import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 

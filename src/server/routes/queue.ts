@@ -1,6 +1,7 @@
+import type { LimitOverride } from '../../store/store.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { TaskInfo } from '../../scheduler/task-limit-overrides.js';
-import type { LimitOverride } from '../../store/store.js';
+import type { TypedApp } from '../typed-app.js';
 import {
   limitsOverrideSchema,
   nodesSchema,
@@ -8,9 +9,8 @@ import {
   taskParamsSchema,
   taskSchema,
   tasksSchema,
-} from '../schemas.js';
+} from '../../contract/schemas.js';
 import { problemResponses } from '../openapi.js';
-import type { TypedApp } from '../typed-app.js';
 
 export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   const queueRoute = { tags: ['queue'], response: { 200: queueSchema, ...problemResponses(401, 503) } };

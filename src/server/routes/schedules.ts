@@ -7,7 +7,7 @@ import {
   scheduleParamsSchema,
   scheduleRequestSchema,
   scheduleSchema,
-} from '../schemas.js';
+} from '../../contract/schemas.js';
 import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 

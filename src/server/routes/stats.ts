@@ -1,8 +1,8 @@
 import type { Scheduler } from '../../scheduler/scheduler.js';
+import type { TypedApp } from '../typed-app.js';
 import { STATS_BUCKET_MS } from '../../scheduler/statistics/job-stats.js';
 import { problemResponses } from '../openapi.js';
-import { statsQuerySchema, statsSchema } from '../schemas.js';
-import type { TypedApp } from '../typed-app.js';
+import { statsQuerySchema, statsSchema } from '../../contract/schemas.js';
 
 export function registerStatsRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(

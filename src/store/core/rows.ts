@@ -6,9 +6,9 @@ import type {
   JobError,
   JobStatus,
   JobSummary,
-  Progress,
   ParentResult,
-} from '../../jobs/model.js';
+  Progress,
+} from '../../contract/job.js';
 import type { DueDelivery, ExpiredAttempt, Schedule } from '../store.js';
 
 /**

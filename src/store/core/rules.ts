@@ -1,5 +1,5 @@
-import { isTerminal, type JobError, type JobStatus } from '../../jobs/model.js';
 import type { InvalidState, ScheduleFire } from '../store.js';
+import { isTerminal, type JobError, type JobStatus } from '../../contract/job.js';
 
 /** Rules of the job state machine that every store applies the same way. */
 

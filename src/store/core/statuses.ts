@@ -1,4 +1,4 @@
-import type { JobStatus } from '../../jobs/model.js';
+import type { JobStatus } from '../../contract/job.js';
 
 /** Statuses that count against the queue's capacity: a job that is to run and does not run yet. */
 export const PENDING_STATUSES: readonly JobStatus[] = ['waiting', 'scheduled', 'queued', 'retrying'];

@@ -1,15 +1,10 @@
 /** Callback deliveries on PostgreSQL: leased to one server at a time, each attempt fenced. */
-import type { Job } from '../../jobs/model.js';
-import { dueDelivery, type JobRow, jobFromWire, toWire } from '../core/rows.js';
-import {
-  type DeliveryAttempt,
-  type DeliveryRecord,
-  type DeliveryRow,
-  deliveryRecords,
-  type DueDelivery,
-} from '../store.js';
-import { UUID } from './connection.js';
+import type { DeliveryAttempt, DeliveryRecord, DueDelivery } from '../store.js';
+import type { Job } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
+import { UUID } from './connection.js';
+import { deliveryRecords, type DeliveryRow } from '../delivery-records.js';
+import { dueDelivery, jobFromWire, type JobRow, toWire } from '../core/rows.js';
 
 function deliveryStatements(schema: string) {
   const s = `"${schema}"`;

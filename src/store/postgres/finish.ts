@@ -4,12 +4,12 @@
  * fenced per item (job, attempt, owner). Attempts that never started are given back by a
  * statement of their own, uncounted.
  */
-import type { JobStatus } from '../../jobs/model.js';
-import { type JobRow, type JobWire, jobFromWire, toWire } from '../core/rows.js';
 import type { AttemptOutcome, Finished, FinishItem, StartedAttempt } from '../store.js';
-import { inIdOrder } from './connection.js';
-import type { StoreContext } from './context.js';
+import type { JobStatus } from '../../contract/job.js';
 import type { StartGroup } from './start-group.js';
+import type { StoreContext } from './context.js';
+import { inIdOrder } from './connection.js';
+import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
 import { prefixed } from './sql.js';
 
 /** A finish of an attempt that ran (the finish function's business). */

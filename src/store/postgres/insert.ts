@@ -4,14 +4,14 @@
  * transaction that reads and locks what the plan (core/insert-plan.ts) asks about first.
  */
 import type pg from 'pg';
-import type { Job, JobStatus, NewJob } from '../../jobs/model.js';
-import { canonicalJson } from '../canonical-json.js';
-import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
-import { type JobRow, jobFromWire, toWire } from '../core/rows.js';
 import type { InsertOutcome, InsertResult } from '../store.js';
-import { UUID } from './connection.js';
+import type { Job, JobStatus, NewJob } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, PENDING_SQL, ROUND_BASES } from './sql.js';
+import { UUID } from './connection.js';
+import { canonicalJson } from '../canonical-json.js';
+import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
+import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
 
 function insertStatements(schema: string) {
   const s = `"${schema}"`;

@@ -3,13 +3,13 @@
  * cancel, retry, remove, and the purge of old finished jobs. Each locks the job's row,
  * asks the core whether the request applies (core/rules.ts), and writes.
  */
-import type { JobStatus } from '../../jobs/model.js';
-import { type JobRow, type JobWire, jobFromWire, parentResults, toWire } from '../core/rows.js';
-import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import type { Changes, InvalidState } from '../store.js';
-import { inIdOrder, UUID } from './connection.js';
+import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, prefixed } from './sql.js';
+import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
+import { inIdOrder, UUID } from './connection.js';
+import { jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 
 function jobActionStatements(schema: string) {
   const s = `"${schema}"`;

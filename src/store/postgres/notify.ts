@@ -7,10 +7,10 @@
  */
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import type { Job, JobStatus, Progress } from '../../jobs/model.js';
-import { type JobRow, type JobWire, jobFromWire, toWire } from '../core/rows.js';
 import type { Changes, StoreEvent, StoreListener, SubscribeOptions } from '../store.js';
+import type { Job, JobStatus, Progress } from '../../contract/job.js';
 import type { PgConnection } from './connection.js';
+import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
 
 type Change = [id: string, status: JobStatus];
 

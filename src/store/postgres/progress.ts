@@ -2,9 +2,9 @@
  * Progress on PostgreSQL: told here and announced at once, written to the rows at most
  * every 200 ms (the latest report of each attempt, fenced on attempt and owner).
  */
-import type { Progress } from '../../jobs/model.js';
-import { jobFromWire } from '../core/rows.js';
+import type { Progress } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
+import { jobFromWire } from '../core/rows.js';
 
 const PROGRESS_EVERY_MS = 200;
 

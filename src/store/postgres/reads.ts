@@ -1,13 +1,12 @@
 /** Reads on PostgreSQL: jobs by id, the list a page at a time, and the counts. */
-import type { Job, JobStatus } from '../../jobs/model.js';
-import { JOB_STATUSES, PRIORITY_LEVELS } from '../../jobs/model.js';
-import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
-import { type JobRow, jobFromWire, toWire } from '../core/rows.js';
-import { pendingOf } from '../core/statuses.js';
 import type { ListFilter, Page, QueueCounts } from '../store.js';
-import { UUID } from './connection.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
+import { UUID } from './connection.js';
+import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
+import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
+import { pendingOf } from '../core/statuses.js';
+import { type Job, JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../contract/job.js';
 
 function readStatements(schema: string) {
   const s = `"${schema}"`;

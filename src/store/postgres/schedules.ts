@@ -4,12 +4,12 @@
  * stops (core/rules.ts decides whether a tick applies and whether it overlaps).
  */
 import type pg from 'pg';
-import type { JobStatus } from '../../jobs/model.js';
-import { type ScheduleRow, toSchedule } from '../core/rows.js';
-import { tickApplies, tickOverlaps } from '../core/rules.js';
 import type { FireResult, InsertResult, Schedule, ScheduleDefinition, ScheduleFire } from '../store.js';
+import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { isInsertRace, type PgInsert } from './insert.js';
+import { tickApplies, tickOverlaps } from '../core/rules.js';
+import { type ScheduleRow, toSchedule } from '../core/rows.js';
 
 function scheduleStatements(schema: string) {
   const s = `"${schema}"`;

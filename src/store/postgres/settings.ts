@@ -1,6 +1,7 @@
 /** Settings on PostgreSQL: dispatch paused cluster-wide, and task limit overrides. */
-import { LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
+import type { LimitOverride } from '../store.js';
 import type { StoreContext } from './context.js';
+import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
 
 function settingStatements(schema: string) {
   const s = `"${schema}"`;

@@ -23,12 +23,11 @@
  *   nodes.ts        the servers of the cluster
  *   upkeep.ts       ANALYZE/VACUUM of the jobs table, folding of counters
  */
-import type { Job, NewJob, Progress } from '../../jobs/model.js';
-import type { JobRow } from '../core/rows.js';
 import type {
   Changes,
   ClaimedJob,
   ClaimRequest,
+  ClusterFacet,
   DeliveryAttempt,
   DeliveryRecord,
   DueDelivery,
@@ -51,28 +50,32 @@ import type {
   StoreListener,
   SubscribeOptions,
 } from '../store.js';
+import type { Job, NewJob, Progress } from '../../contract/job.js';
+import type { JobRow } from '../core/rows.js';
+import type { PostgresStoreOptions, Running, StoreContext } from './context.js';
+import { DueJobs } from './due.js';
 import { PgClaim } from './claim.js';
 import { PgConnection } from './connection.js';
-import type { PostgresStoreOptions, Running, StoreContext } from './context.js';
 import { PgDeliveries } from './deliveries.js';
-import { DueJobs } from './due.js';
 import { PgFinish } from './finish.js';
 import { PgInsert } from './insert.js';
 import { PgJobActions } from './job-actions.js';
 import { PgLease } from './lease.js';
-import { migrate } from './migrate.js';
 import { PgNodes } from './nodes.js';
-import { StoreNews } from './notify.js';
 import { PgProgress } from './progress.js';
 import { PgReads } from './reads.js';
 import { PgSchedules } from './schedules.js';
 import { PgSettings } from './settings.js';
-import { sharedStatements } from './sql.js';
 import { PgUpkeep } from './upkeep.js';
+import { StoreNews } from './notify.js';
+import { migrate } from './migrate.js';
+import { sharedStatements } from './sql.js';
 
 export type { PostgresStoreOptions } from './context.js';
 
 export class PostgresStore implements JobStore {
+  /** Shared by every server on the schema: it lists them (`nodes`). */
+  readonly cluster: ClusterFacet = this;
   readonly #options: PostgresStoreOptions;
   readonly #db: PgConnection;
   readonly #news: StoreNews;

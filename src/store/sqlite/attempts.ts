@@ -1,9 +1,9 @@
-import type { Job, Progress } from '../../jobs/model.js';
-import { jobFromWire, type JobWire } from '../core/rows.js';
-import type { Finished, FinishItem, StartedAttempt } from '../store.js';
-import { applyOne, applyOthers } from './apply-changes.js';
-import type { MainSide, Running } from './main-side.js';
 import type { FinishRow, Op } from './protocol.js';
+import type { Finished, FinishItem, StartedAttempt } from '../store.js';
+import type { Job, Progress } from '../../contract/job.js';
+import type { MainSide, Running } from './main-side.js';
+import { applyOne, applyOthers } from './apply-changes.js';
+import { jobFromWire, type JobWire } from '../core/rows.js';
 
 /**
  * What becomes of an attempt this process runs, on the main thread: its start and its

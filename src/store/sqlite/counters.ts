@@ -1,6 +1,6 @@
-import { JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../jobs/model.js';
-import { isPending } from '../core/statuses.js';
 import type { Answers } from './protocol.js';
+import { JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../contract/job.js';
+import { isPending } from '../core/statuses.js';
 
 /**
  * The job counts per status, queued per priority, and pending, kept exact on every

@@ -1,8 +1,9 @@
-import { toWire } from '../core/rows.js';
-import type { DeliveryAttempt, DeliveryRow } from '../store.js';
+import type { DeliveryAttempt } from '../store.js';
+import type { DeliveryRow } from '../delivery-records.js';
+import type { DueDeliveryWire } from './protocol.js';
 import type { FileState } from './file-state.js';
 import type { Preparer } from './prepare.js';
-import type { DueDeliveryWire } from './protocol.js';
+import { toWire } from '../core/rows.js';
 
 /** Whether deliveries were stored since the last call (the triggers of migration 006 make them). */
 export function deliveriesAdded(file: FileState): boolean {

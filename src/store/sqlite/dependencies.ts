@@ -1,8 +1,8 @@
-import type { JobError, JobStatus, ParentResult } from '../../jobs/model.js';
-import { type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { dependencyMessage } from '../core/rules.js';
 import type { FileState } from './file-state.js';
+import type { JobError, JobStatus, ParentResult } from '../../contract/job.js';
 import { CLEAR_LEASE, type Preparer } from './prepare.js';
+import { dependencyMessage } from '../core/rules.js';
+import { type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 
 /** Waiting children of `parentId` whose parents are now all completed become ready. */
 export function releaseDependents(file: FileState, parentId: string, now: number): JobWire[] {

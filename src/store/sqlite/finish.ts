@@ -1,9 +1,9 @@
-import type { JobStatus } from '../../jobs/model.js';
-import { type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { failDependents, parentsOf, releaseDependents } from './dependencies.js';
 import type { FileState } from './file-state.js';
-import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
 import type { FinishAnswer, FinishRow } from './protocol.js';
+import type { JobStatus } from '../../contract/job.js';
+import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
+import { failDependents, parentsOf, releaseDependents } from './dependencies.js';
+import { type JobRow, type JobWire, toWire } from '../core/rows.js';
 
 /**
  * Attempts' outcomes on the file, each fenced on job, attempt and lease owner (and, for

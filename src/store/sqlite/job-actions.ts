@@ -1,11 +1,11 @@
-import { isTerminal, type JobStatus } from '../../jobs/model.js';
-import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
-import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
-import type { InvalidState } from '../store.js';
-import { failDependents, parentsOf } from './dependencies.js';
-import type { FileState } from './file-state.js';
-import { CLEAR_LEASE, type Preparer } from './prepare.js';
 import type { Answers, ChangesWire } from './protocol.js';
+import type { FileState } from './file-state.js';
+import type { InvalidState } from '../store.js';
+import { CLEAR_LEASE, type Preparer } from './prepare.js';
+import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
+import { failDependents, parentsOf } from './dependencies.js';
+import { isTerminal, type JobStatus } from '../../contract/job.js';
+import { type JobRow, parseDependsOn, toWire } from '../core/rows.js';
 
 /** What a client does to one job (cancel, retry, remove), and retention's purge of many. */
 

@@ -1,8 +1,8 @@
-import type { Job, JobStatus, Progress } from '../../jobs/model.js';
+import type { Job, JobStatus, Progress } from '../../contract/job.js';
 import type { JobWire } from '../core/rows.js';
+import type { SqliteStoreOptions } from './store.js';
 import type { StoreListener } from '../store.js';
 import { ReadyIndex } from './ready-index/ready-index.js';
-import type { SqliteStoreOptions } from './store.js';
 import { type Claim, StoreThreadClient } from './thread-client.js';
 
 /** A job this process runs: the copy a finish is built from, and its latest progress. */

@@ -1,8 +1,6 @@
-import type { Backoff, JobError, JobStatus, ParentResult } from '../../jobs/model.js';
-import type { DeliveryLease, JobWire } from '../core/rows.js';
+import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
 import type {
   DeliveryAttempt,
-  DeliveryRow,
   ExpiredAttempt,
   InvalidState,
   ListFilter,
@@ -13,6 +11,8 @@ import type {
   ScheduleFire,
   StartedAttempt,
 } from '../store.js';
+import type { DeliveryLease, JobWire } from '../core/rows.js';
+import type { DeliveryRow } from '../delivery-records.js';
 
 /**
  * What crosses between the main thread and the store thread. The main thread sends

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { JobStatus } from '../../jobs/model.js';
 import type { JobRow } from '../core/rows.js';
+import type { JobStatus } from '../../contract/job.js';
 import { prepareClaimStatements } from './claim.js';
 import { prepareDeliveryStatements } from './deliveries.js';
 import { prepareDependencyStatements } from './dependencies.js';
@@ -8,10 +8,10 @@ import { prepareFinishStatements } from './finish.js';
 import { prepareInsertStatements } from './insert.js';
 import { prepareJobActionStatements } from './job-actions.js';
 import { prepareLeaseStatements } from './lease.js';
-import { preparer } from './prepare.js';
 import { prepareReadStatements } from './reads.js';
 import { prepareScheduleStatements } from './schedules.js';
 import { prepareSettingStatements } from './settings.js';
+import { preparer } from './prepare.js';
 
 export type Statements = ReturnType<typeof prepareStatements>;
 

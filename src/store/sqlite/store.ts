@@ -17,10 +17,7 @@
  * `store_unavailable`, the claims it had not stored are reported lost, and a new store
  * thread is started; writes fail fast until it is up.
  */
-import type { Worker } from 'node:worker_threads';
-import type { FaultLogger } from '../../fault-log.js';
-import type { Job, NewJob, Progress } from '../../jobs/model.js';
-import { dueDelivery, jobFromWire } from '../core/rows.js';
+import type { Answers, InsertRow } from './protocol.js';
 import type {
   Changes,
   ClaimedJob,
@@ -35,6 +32,7 @@ import type {
   InsertResult,
   InvalidState,
   JobStore,
+  LimitOverride,
   ListFilter,
   Page,
   QueueCounts,
@@ -45,14 +43,18 @@ import type {
   StoreListener,
   StoreOptions,
 } from '../store.js';
-import { deliveryRecords, LIMITS_PREFIX, type LimitOverride, parseOverrides } from '../store.js';
-import { applyChanges, applyInsert } from './apply-changes.js';
-import * as attempts from './attempts.js';
-import { claimFromIndex } from './claim-from-index.js';
-import { insertRowOf } from './job-copies.js';
-import { MainSide } from './main-side.js';
-import type { Answers, InsertRow } from './protocol.js';
+import type { FaultLogger } from '../../fault-log.js';
+import type { Job, NewJob, Progress } from '../../contract/job.js';
 import type { StoreThreadClient } from './thread-client.js';
+import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
+import { MainSide } from './main-side.js';
+import { applyChanges, applyInsert } from './apply-changes.js';
+import { claimFromIndex } from './claim-from-index.js';
+import { deliveryRecords } from '../delivery-records.js';
+import { dueDelivery, jobFromWire } from '../core/rows.js';
+import { insertRowOf } from './job-copies.js';
+import { Worker } from 'node:worker_threads';
+import * as attempts from './attempts.js';
 
 export interface SqliteStoreOptions extends StoreOptions {
   /**
@@ -77,6 +79,8 @@ export interface SqliteStoreOptions extends StoreOptions {
 }
 
 export class SqliteStore implements JobStore {
+  /** A store of this process alone. */
+  readonly cluster = null;
   readonly #path: string;
   readonly #side: MainSide;
   readonly #thread: StoreThreadClient;

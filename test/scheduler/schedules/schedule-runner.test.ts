@@ -3,21 +3,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
-import { newJobId } from '../../../src/jobs/ids.js';
-import type { NewJob } from '../../../src/jobs/model.js';
+import type { JobStore, Schedule } from '../../../src/store/store.js';
+import type { NewJob } from '../../../src/contract/job.js';
+import { FakeClock } from '../../support/fake-clock.js';
 import { KilnError } from '../../../src/scheduler/errors.js';
 import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
 import {
   MISFIRE_MS,
-  ScheduleRunner,
   type ScheduleInput,
+  ScheduleRunner,
   tickKey,
 } from '../../../src/scheduler/schedules/schedule-runner.js';
 import { PostgresStore } from '../../../src/store/postgres/store.js';
 import { SqliteStore } from '../../../src/store/sqlite/store.js';
-import type { JobStore, Schedule } from '../../../src/store/store.js';
-import { FakeClock } from '../../support/fake-clock.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../../support/postgres.js';
+import { newJobId } from '../../../src/jobs/ids.js';
 
 /** A whole second, so that every-second ticks fall on round times. */
 const START = Date.parse('2026-11-20T10:00:00.000Z');

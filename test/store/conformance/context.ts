@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import type { JobStatus } from '../../../src/jobs/model.js';
-import { type Changes, type InvalidState, isInvalidState } from '../../../src/store/store.js';
-import type { JobStore } from '../../../src/store/store.js';
 import type { FakeClock } from '../../support/fake-clock.js';
+import type { JobStatus } from '../../../src/contract/job.js';
 import type { SeenEvent } from '../../support/store-fixtures.js';
+import { type Changes, type InvalidState, isInvalidState, type JobStore } from '../../../src/store/store.js';
 
 /** Opens a fresh store for one test, closed after it; its clock stands at T0 until the test moves it. */
 export type OpenStore = (capacity?: number, priorityAgingMs?: number) => Promise<{ store: JobStore; clock: FakeClock }>;

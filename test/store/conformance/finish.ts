@@ -1,23 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type JobError } from '../../../src/jobs/model.js';
+import type { JobError } from '../../../src/contract/job.js';
 import {
-  T0,
-  OWNER,
-  LEASE_MS,
-  newJob,
-  insertOk,
-  insertOne,
-  mustGet,
-  claimRequest,
+  assertCountsExact,
   claimJobs,
   claimOne,
+  claimRequest,
   completed,
-  handlerError,
   finishOne,
-  assertCountsExact,
+  handlerError,
+  insertOk,
+  insertOne,
+  LEASE_MS,
+  mustGet,
+  newJob,
+  OWNER,
+  T0,
 } from '../../support/store-fixtures.js';
-import { type OpenStore, changes } from './context.js';
+import { changes, type OpenStore } from './context.js';
 
 /** Finish: what an attempt's outcome makes of its job, behind the fence. */
 export function finishFacet(openStore: OpenStore): void {

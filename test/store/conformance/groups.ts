@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Job } from '../../../src/jobs/model.js';
-import { type ClaimedJob } from '../../../src/store/store.js';
-import { OWNER, newJob, insertOk, insertOne, mustGet, claimRequest, claimOne } from '../../support/store-fixtures.js';
+import type { ClaimedJob } from '../../../src/store/store.js';
+import type { Job } from '../../../src/contract/job.js';
 import type { OpenStore } from './context.js';
+import { claimOne, claimRequest, insertOk, insertOne, mustGet, newJob, OWNER } from '../../support/store-fixtures.js';
 
 /** Fair share between groups when claiming. */
 export function groupsFacet(openStore: OpenStore): void {

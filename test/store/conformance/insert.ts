@@ -1,19 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Job } from '../../../src/jobs/model.js';
-import { type InvalidState, isInvalidState } from '../../../src/store/store.js';
+import type { Job } from '../../../src/contract/job.js';
 import {
-  T0,
-  newJob,
-  insertOk,
-  insertOne,
-  mustGet,
+  assertCountsExact,
   claimOne,
   completed,
   finishOne,
-  assertCountsExact,
+  insertOk,
+  insertOne,
+  mustGet,
+  newJob,
+  T0,
 } from '../../support/store-fixtures.js';
-import { type OpenStore, changes } from './context.js';
+import { changes, type OpenStore } from './context.js';
+import { type InvalidState, isInvalidState } from '../../../src/store/store.js';
 
 /** Insert: the fields a new job gets, runAt, idempotency keys, capacity, dependencies and dedupe; get and getMany read it back. */
 export function insertFacet(openStore: OpenStore): void {

@@ -1,24 +1,24 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Job, type JobStatus, type JobSummary } from '../../../src/jobs/model.js';
-import { type ClaimedJob } from '../../../src/store/store.js';
+import type { ClaimedJob } from '../../../src/store/store.js';
+import type { Job, JobStatus, JobSummary } from '../../../src/contract/job.js';
 import {
-  T0,
-  LEASE_MS,
-  newJob,
-  insertOk,
-  insertOne,
-  mustGet,
+  allJobs,
+  assertCountsExact,
   claimJobs,
   claimOne,
   completed,
-  handlerError,
   finishOne,
+  handlerError,
+  insertOk,
+  insertOne,
+  LEASE_MS,
+  mustGet,
+  newJob,
   rescueOnce,
-  allJobs,
-  assertCountsExact,
+  T0,
 } from '../../support/store-fixtures.js';
-import { type OpenStore, changes } from './context.js';
+import { changes, type OpenStore } from './context.js';
 
 /** Reads: listing jobs and counting them. */
 export function readsFacet(openStore: OpenStore): void {

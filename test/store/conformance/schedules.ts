@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Job, type NewJob } from '../../../src/jobs/model.js';
-import { type FireResult, type JobStore, type ScheduleDefinition } from '../../../src/store/store.js';
-import { T0, newJob, insertOne, mustGet } from '../../support/store-fixtures.js';
-import { type OpenStore, changes } from './context.js';
+import type { FireResult, JobStore, ScheduleDefinition } from '../../../src/store/store.js';
+import type { Job, NewJob } from '../../../src/contract/job.js';
+import { changes, type OpenStore } from './context.js';
+import { insertOne, mustGet, newJob, T0 } from '../../support/store-fixtures.js';
 
 /** Schedules: defining them and firing their ticks. */
 export function schedulesFacet(openStore: OpenStore): void {

@@ -1,18 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { JobStatus, NewJob } from '../../../src/jobs/model.js';
+import type { JobRow } from '../../../src/store/core/rows.js';
+import type { JobStatus, NewJob } from '../../../src/contract/job.js';
 import { canonicalJson } from '../../../src/store/canonical-json.js';
 import {
   createdJob,
   dependencyState,
   exceedsCapacity,
-  type InsertPlan,
   initialStatus,
+  type InsertPlan,
+  planInsert,
   type PlanItem,
   type PlanLookups,
-  planInsert,
 } from '../../../src/store/core/insert-plan.js';
-import type { JobRow } from '../../../src/store/core/rows.js';
 
 function item(id: string, fields: Partial<PlanItem> = {}): PlanItem {
   return { id, type: 'resize', idempotencyKey: null, dependsOn: [], ...fields };

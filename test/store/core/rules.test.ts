@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { JobStatus } from '../../../src/jobs/model.js';
+import type { JobStatus } from '../../../src/contract/job.js';
 import {
   cancelledError,
   cancelRefusal,

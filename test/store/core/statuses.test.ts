@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { JOB_STATUSES, type JobStatus } from '../../../src/jobs/model.js';
+import { JOB_STATUSES, type JobStatus } from '../../../src/contract/job.js';
 import { isPending, PENDING_STATUSES, pendingOf } from '../../../src/store/core/statuses.js';
 
 describe('pending statuses', () => {

@@ -1,8 +1,8 @@
-import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../../jobs/model.js';
-import { before as fairBefore, FairQueue } from './fair-queue.js';
-import { MinHeap } from './min-heap.js';
 import type { JobWire } from '../../core/rows.js';
 import type { Snapshot } from '../protocol.js';
+import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../../contract/job.js';
+import { MinHeap } from './min-heap.js';
+import { before as fairBefore, FairQueue } from './fair-queue.js';
 
 /** Dead entries tolerated (beyond as many as live ones) before compaction. */
 const COMPACT_SLACK = 1024;

@@ -1,20 +1,12 @@
+// The schemas run in the server (Buffer below); the client and the dashboard read only their types.
+/// <reference types="node" />
 import { z } from 'zod';
-import {
-  CALLBACK_EVENTS,
-  JITTER_MODES,
-  JOB_ERROR_CODES,
-  JOB_STATUSES,
-  MAX_PRIORITY,
-  MIN_PRIORITY,
-} from '../jobs/model.js';
-import { isTimeZone, Timetable } from '../scheduler/schedules/cron.js';
-import {
-  STATS_BUCKET_MS,
-  STATS_MAX_WINDOW_SECONDS,
-  STATS_MIN_WINDOW_SECONDS,
-} from '../scheduler/statistics/job-stats.js';
+import { CALLBACK_EVENTS, JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from './job.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from '../store/store.js';
-import { PROBLEM_CODES, type ProblemCode } from './problems.js';
+import { PROBLEM_CODES, type ProblemCode } from './problem-codes.js';
+import { STATS_BUCKET_MS } from '../scheduler/statistics/job-stats.js';
+import { STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
+import { isTimeZone, Timetable } from './cron.js';
 
 /**
  * The HTTP contract as zod schemas (API.md). They validate requests and generate
