@@ -2,10 +2,9 @@
 /// <reference types="node" />
 import { z } from 'zod';
 import { CALLBACK_EVENTS, JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from './job.js';
-import { CATCH_UP_RULES, OVERLAP_RULES } from '../store/store.js';
+import { CATCH_UP_RULES, OVERLAP_RULES } from './schedule.js';
 import { PROBLEM_CODES, type ProblemCode } from './problem-codes.js';
-import { STATS_BUCKET_MS } from '../scheduler/statistics/job-stats.js';
-import { STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
+import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
 import { isTimeZone, Timetable } from './cron.js';
 
 /**

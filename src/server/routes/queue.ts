@@ -1,4 +1,4 @@
-import type { LimitOverride } from '../../store/store.js';
+import type { LimitOverride } from '../../contract/limits.js';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { TaskInfo } from '../../scheduler/task-limit-overrides.js';
 import type { TypedApp } from '../typed-app.js';
