@@ -4,17 +4,20 @@ import { randomUUID } from 'node:crypto';
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
 import type { Backoff, Job } from '../contract/job.js';
-import type { DeliveryAttempt, DueDelivery, JobStore } from '../store/store.js';
+import type { DeliveriesFacet, DeliveryAttempt, DueDelivery, EventsFacet, StoreLifecycle } from '../store/store.js';
 import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
 import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../time/settle-within.js';
 import { signatureHeader } from './signature.js';
 
+/** What the service needs of the store: its deliveries, its events and its clock. */
+type DeliveryStore = DeliveriesFacet & Pick<EventsFacet, 'subscribe'> & Pick<StoreLifecycle, 'now'>;
+
 export type DeliveryOutcome = DeliveryAttempt['outcome'];
 
 export interface CallbackDeliveryOptions {
-  store: JobStore;
+  store: DeliveryStore;
   /** KILN_CALLBACK_SECRET: the HMAC key of Kiln-Signature. */
   secret: string;
   /** KILN_CALLBACK_TIMEOUT_MS: one attempt, connection to answer. */
@@ -65,7 +68,7 @@ const MIN_WAIT_MS = 5;
  */
 export class CallbackDeliveryService {
   readonly #options: CallbackDeliveryOptions;
-  readonly #store: JobStore;
+  readonly #store: DeliveryStore;
   readonly #owner = `callbacks:${randomUUID()}`;
   readonly #inFlight = new Set<Promise<void>>();
   readonly #abort = new AbortController();
