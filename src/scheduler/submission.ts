@@ -4,7 +4,7 @@ import type { Dispatcher } from './dispatch/dispatcher.js';
 import type { InsertOutcome, InsertResult, JobStore } from '../store/store.js';
 import type { KilnMetrics } from './statistics/metrics.js';
 import { RateWindow } from './statistics/rate-window.js';
-import { canonicalJson } from '../store/canonical-json.js';
+import { canonicalJson } from '../store/core/canonical-json.js';
 import { newJobId } from '../jobs/ids.js';
 import { type FieldIssue, KilnError, unavailable, validationError } from './errors.js';
 import { type TaskRegistry, validatePayload } from '../workers/registry.js';

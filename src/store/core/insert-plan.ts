@@ -1,6 +1,6 @@
 import type { InsertResult } from '../store.js';
 import type { Job, JobError, JobStatus, NewJob } from '../../contract/job.js';
-import { canonicalJson } from '../canonical-json.js';
+import { canonicalJson } from './canonical-json.js';
 import { dependencyError } from './rules.js';
 import { type JobRow, parseJson } from './rows.js';
 

@@ -3,7 +3,7 @@ import type { DeliveryAttempt, DeliveryRecord, DueDelivery } from '../store.js';
 import type { Job } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { UUID } from './connection.js';
-import { deliveryRecords, type DeliveryRow } from '../delivery-records.js';
+import { deliveryRecords, type DeliveryRow } from '../core/delivery-records.js';
 import { dueDelivery, jobFromWire, type JobRow, toWire } from '../core/rows.js';
 
 function deliveryStatements(schema: string) {

@@ -9,7 +9,7 @@ import type { Job, JobStatus, NewJob } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, PENDING_SQL, ROUND_BASES } from './sql.js';
 import { UUID } from './connection.js';
-import { canonicalJson } from '../canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
 import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
 

@@ -1,7 +1,7 @@
 /** Settings on PostgreSQL: dispatch paused cluster-wide, and task limit overrides. */
 import type { LimitOverride } from '../store.js';
 import type { StoreContext } from './context.js';
-import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
+import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
 
 function settingStatements(schema: string) {
   const s = `"${schema}"`;

@@ -1,5 +1,5 @@
 import type { DeliveryAttempt } from '../store.js';
-import type { DeliveryRow } from '../delivery-records.js';
+import type { DeliveryRow } from '../core/delivery-records.js';
 import type { DueDeliveryWire } from './protocol.js';
 import type { FileState } from './file-state.js';
 import type { Preparer } from './prepare.js';

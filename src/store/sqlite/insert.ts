@@ -1,10 +1,10 @@
-import { canonicalJson } from '../canonical-json.js';
-import { exceedsCapacity, initialStatus, planInsert } from '../core/insert-plan.js';
-import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
-import { parentsOf } from './dependencies.js';
+import type { CreatedState, InsertAnswer, InsertRow } from './protocol.js';
 import type { FileState } from './file-state.js';
 import type { Preparer } from './prepare.js';
-import type { CreatedState, InsertAnswer, InsertRow } from './protocol.js';
+import { canonicalJson } from '../core/canonical-json.js';
+import { exceedsCapacity, initialStatus, planInsert } from '../core/insert-plan.js';
+import { parentsOf } from './dependencies.js';
+import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
 
 /**
  * A batch of new jobs, all or none, as the core plans it (core/insert-plan.ts): each

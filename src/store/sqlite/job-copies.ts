@@ -2,7 +2,7 @@ import type { ClaimedJob } from '../store.js';
 import type { InsertRow } from './protocol.js';
 import type { JobSummary, NewJob, ParentResult } from '../../contract/job.js';
 import type { JobWire } from '../core/rows.js';
-import { canonicalJson } from '../canonical-json.js';
+import { canonicalJson } from '../core/canonical-json.js';
 
 /** A new job as it crosses to the store thread: payload, metadata and callback as JSON text. */
 export function insertRowOf(job: NewJob): InsertRow {

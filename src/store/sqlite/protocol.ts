@@ -1,18 +1,7 @@
 import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
-import type {
-  DeliveryAttempt,
-  ExpiredAttempt,
-  InvalidState,
-  ListFilter,
-  Page,
-  QueueCounts,
-  Schedule,
-  ScheduleDefinition,
-  ScheduleFire,
-  StartedAttempt,
-} from '../store.js';
+import type { DeliveryAttempt, ExpiredAttempt, InvalidState, ListFilter, Page, QueueCounts, Schedule, ScheduleDefinition, ScheduleFire, StartedAttempt } from '../store.js';
 import type { DeliveryLease, JobWire } from '../core/rows.js';
-import type { DeliveryRow } from '../delivery-records.js';
+import type { DeliveryRow } from '../core/delivery-records.js';
 
 /**
  * What crosses between the main thread and the store thread. The main thread sends

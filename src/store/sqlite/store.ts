@@ -18,39 +18,15 @@
  * thread is started; writes fail fast until it is up.
  */
 import type { Answers, InsertRow } from './protocol.js';
-import type {
-  Changes,
-  ClaimedJob,
-  ClaimRequest,
-  DeliveryAttempt,
-  DeliveryRecord,
-  DueDelivery,
-  ExpiredAttempt,
-  Finished,
-  FinishItem,
-  FireResult,
-  InsertResult,
-  InvalidState,
-  JobStore,
-  LimitOverride,
-  ListFilter,
-  Page,
-  QueueCounts,
-  Schedule,
-  ScheduleDefinition,
-  ScheduleFire,
-  StartedAttempt,
-  StoreListener,
-  StoreOptions,
-} from '../store.js';
+import type { Changes, ClaimedJob, ClaimRequest, DeliveryAttempt, DeliveryRecord, DueDelivery, ExpiredAttempt, Finished, FinishItem, FireResult, InsertResult, InvalidState, JobStore, LimitOverride, ListFilter, Page, QueueCounts, Schedule, ScheduleDefinition, ScheduleFire, StartedAttempt, StoreListener, StoreOptions } from '../store.js';
 import type { FaultLogger } from '../../fault-log.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
 import type { StoreThreadClient } from './thread-client.js';
-import { LIMITS_PREFIX, parseOverrides } from '../settings-codec.js';
+import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
 import { MainSide } from './main-side.js';
 import { applyChanges, applyInsert } from './apply-changes.js';
 import { claimFromIndex } from './claim-from-index.js';
-import { deliveryRecords } from '../delivery-records.js';
+import { deliveryRecords } from '../core/delivery-records.js';
 import { dueDelivery, jobFromWire } from '../core/rows.js';
 import { insertRowOf } from './job-copies.js';
 import { Worker } from 'node:worker_threads';

@@ -1,4 +1,4 @@
-import type { LimitOverride } from './store.js';
+import type { LimitOverride } from '../../contract/limits.js';
 
 /** Settings are key-value text in both stores; a task type's limit override is kept under this prefix, as JSON. */
 export const LIMITS_PREFIX = 'limits:';

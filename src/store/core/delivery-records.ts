@@ -1,5 +1,5 @@
-import type { CallbackEvent } from '../contract/job.js';
-import type { DeliveryRecord } from './store.js';
+import type { CallbackEvent } from '../../contract/job.js';
+import type { DeliveryRecord } from '../../contract/delivery.js';
 
 /** A delivery with its attempts as both stores read them, joined: one row per attempt (or one without). */
 export interface DeliveryRow {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { canonicalJson } from '../../src/store/canonical-json.js';
+import { canonicalJson } from '../../../src/store/core/canonical-json.js';
 
 describe('canonicalJson', () => {
   it('sorts object keys at every depth and keeps array order', () => {
