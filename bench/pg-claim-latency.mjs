@@ -35,7 +35,7 @@ import {
   planNodeTypes,
   requirePostgres,
   serverSettings,
-  storeStatements,
+  claimStatements,
   tableStats,
   withPg,
 } from './lib/postgres.mjs';
@@ -169,7 +169,7 @@ async function explain(client, text, values) {
 
 /** The plans of the plain claim and of the micro-batch candidates query on `schema`. */
 async function claimPlans(client, schema) {
-  const sql = await storeStatements(schema);
+  const sql = await claimStatements(schema);
   return {
     claim: await explain(client, sql.claim, ['bench-explain', 2, 30_000]),
     claimCandidates: await explain(client, sql.claimCandidates, [128]),

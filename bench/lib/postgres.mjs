@@ -101,9 +101,9 @@ export async function openPostgresStore({ schema, poolSize = 10, capacity = 50_0
   return PostgresStore.open({ url: PG_URL, schema, poolSize, capacity });
 }
 
-/** The store's statements templated for `schema` (dist/src/store/postgres/sql.js). */
-export async function storeStatements(schema) {
-  const { statements } = await import(dist('store', 'postgres', 'sql.js'));
+/** The claim's statements templated for `schema` (dist/src/store/postgres/claim.js). */
+export async function claimStatements(schema) {
+  const { claimStatements: statements } = await import(dist('store', 'postgres', 'claim.js'));
   return statements(schema);
 }
 
