@@ -12,6 +12,13 @@ import { connect, createAttemptsTable, dropSchema, freshSchemaName, TEST_PG_URL 
  */
 const LEASE_MS = 5000;
 const JOBS = 3000;
+/**
+ * An attempt's outcome is written after its handler returns (with the server's next group
+ * of finishes), so a handler of the victim that ended just before the kill may have died
+ * with its outcome unwritten, and runs again like one cut off (at-least-once). Outcomes are
+ * written within milliseconds; this bound is far beyond that even on a loaded machine.
+ */
+const UNWRITTEN_OUTCOME_MS = 2000;
 
 describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-run', () => {
   const schema = freshSchemaName();
@@ -143,10 +150,18 @@ describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-r
             ? runs.length
             : 1;
           const cut = runs.filter((run) => run.ended_at === null).length;
+          // Runs of the victim that ended just before the kill and were followed by another.
+          const unwritten = runs.filter(
+            (run, i) =>
+              i < runs.length - 1 &&
+              run.pid === victimPid &&
+              run.ended_at !== null &&
+              run.ended_at.getTime() > killedAt.getTime() - UNWRITTEN_OUTCOME_MS,
+          ).length;
           if (runs.length > 1 && cut > 0) reRun++;
           assert.ok(
-            runs.length <= planned + cut,
-            `job ran more often than its failures explain: ${JSON.stringify(runs)}`,
+            runs.length <= planned + cut + unwritten,
+            `job ran more often than its failures and the kill explain: ${JSON.stringify(runs)}`,
           );
           // No two attempts of one job overlap: each starts after the one before it ended
           // (or, for the victim's cut-off ones, after the victim was dead).
