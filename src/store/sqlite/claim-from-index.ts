@@ -3,6 +3,7 @@ import type { ClaimedJob, ClaimRequest } from '../store.js';
 import { claimedOf } from './job-copies.js';
 import type { MainSide, Running } from './main-side.js';
 import type { IndexEntry } from './ready-index/ready-index.js';
+import { batchHasRoom, costInBatch } from '../core/micro-batches.js';
 
 /**
  * A claim on the main thread: due jobs promoted, the best ready jobs taken from the
@@ -122,18 +123,14 @@ function takeBatches(
     if (first.record === null) missing++;
     const allowance = left?.get(first.entry.type);
     if (allowance !== undefined) left?.set(first.entry.type, allowance - 1);
+    // A limited type is never in a micro-batch: its jobs are counted one by one.
     let expectedMs =
-      micro === null || micro.solo.has(first.entry.id) || allowance !== undefined
-        ? undefined
-        : micro.costs.get(first.entry.type);
+      micro === null || allowance !== undefined ? undefined : costInBatch(micro, first.entry.id, first.entry.type);
     if (micro === null || expectedMs === undefined) continue;
-    while (batchEntries.length < micro.maxJobs && expectedMs < micro.budgetMs) {
+    while (batchHasRoom(micro, batchEntries.length, expectedMs)) {
       const next = index.peek(null, undefined, now);
-      // A limited type is never in a micro-batch: its jobs are counted one by one.
       const cost =
-        next === undefined || micro.solo.has(next.id) || left?.has(next.type) === true
-          ? undefined
-          : micro.costs.get(next.type);
+        next === undefined || left?.has(next.type) === true ? undefined : costInBatch(micro, next.id, next.type);
       // The next job does not fit: it stays first in line for the next batch.
       if (cost === undefined) break;
       const taken = index.take(null, undefined, now);

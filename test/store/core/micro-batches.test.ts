@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formBatches } from '../../../src/store/core/micro-batches.js';
+import { batchHasRoom, costInBatch, formBatches } from '../../../src/store/core/micro-batches.js';
 
 const micro = (fields: { budgetMs?: number; maxJobs?: number; solo?: string[] } = {}) => ({
   costs: new Map([
@@ -37,5 +37,19 @@ describe('formBatches', () => {
       ['j2', 'j3'],
     ]);
     assert.deepEqual(formBatches([], 2, micro()), []);
+  });
+});
+
+describe('the two rules both stores batch by', () => {
+  it('a job costs what its type costs in a batch, nothing when its type has no cost or it must run alone', () => {
+    assert.equal(costInBatch(micro(), 'j0', 'small'), 10);
+    assert.equal(costInBatch(micro(), 'j0', 'other'), undefined);
+    assert.equal(costInBatch(micro({ solo: ['j0'] }), 'j0', 'small'), undefined);
+  });
+
+  it('a batch has room while under maxJobs and under the budget', () => {
+    assert.equal(batchHasRoom(micro(), 1, 49), true);
+    assert.equal(batchHasRoom(micro(), 1, 50), false);
+    assert.equal(batchHasRoom(micro({ maxJobs: 2 }), 2, 0), false);
   });
 });
