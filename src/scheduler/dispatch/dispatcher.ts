@@ -283,11 +283,20 @@ export class Dispatcher {
       return;
     }
     this.#pumping = true;
-    void this.#pumpLoop().finally(() => {
-      this.#pumping = false;
-      // A pump asked for while the loop was finishing must not be lost.
-      if (this.#pumpAgain) this.pump();
-    });
+    // Tracked: a claim in flight at stop hands its jobs back before the store closes.
+    this.#track(
+      this.#pumpLoop().finally(() => {
+        this.#pumping = false;
+        // A pump asked for while the loop was finishing must not be lost.
+        if (this.#pumpAgain) this.pump();
+      }),
+    );
+  }
+
+  /** Work stop() waits for before its last write and the store's close. */
+  #track(work: Promise<void>): void {
+    this.#settling.add(work);
+    void work.finally(() => this.#settling.delete(work));
   }
 
   async #pumpLoop(): Promise<void> {
@@ -403,8 +412,7 @@ export class Dispatcher {
         (error: unknown) => this.#settle(batch, null, error),
       )
       .catch((error: unknown) => this.#options.onError('recording an attempt failed', error));
-    this.#settling.add(settled);
-    void settled.finally(() => this.#settling.delete(settled));
+    this.#track(settled);
   }
 
   /**
@@ -439,8 +447,7 @@ export class Dispatcher {
         // leases with them) and written again until it can, as attempts given back.
         () => this.#outcomes.write(back.map((job) => givenBack(job, this.owner, this.#store.now()))),
       );
-    this.#settling.add(released);
-    void released.finally(() => this.#settling.delete(released));
+    this.#track(released);
   }
 
   #abortBatch(batch: Batch, reason: AbortReason): void {

@@ -101,6 +101,10 @@ export class OutcomeWriter {
   /** Outcomes the store could not take yet, by job id. */
   readonly #unwritten = new Map<string, FinishItem>();
   #rewriteTimer: NodeJS.Timeout | null = null;
+  /** Writes the rewrite timer started, which flush() waits for. */
+  readonly #rewriting = new Set<Promise<void>>();
+  /** flush() made its last try: no rewrite is scheduled after it. */
+  #flushed = false;
 
   constructor(options: OutcomeWriterOptions) {
     this.#options = options;
@@ -117,13 +121,20 @@ export class OutcomeWriter {
     try {
       finished = await this.#options.store.finish(items);
     } catch (error) {
+      // After flush()'s last try (the store is closing) nothing is retried: like the
+      // outcomes that try could not write, these stay running in the store, and the next
+      // start, or another server's rescue, retries them as interrupted.
+      if (this.#flushed) return;
       const waitMs = this.#fault.failed(error);
       for (const item of items) this.#unwritten.set(item.id, item);
       this.#rewriteTimer ??= setTimeout(() => {
         this.#rewriteTimer = null;
         const again = [...this.#unwritten.values()];
         this.#unwritten.clear();
-        if (again.length > 0) void this.write(again);
+        if (again.length === 0) return;
+        const rewrite = this.write(again);
+        this.#rewriting.add(rewrite);
+        void rewrite.finally(() => this.#rewriting.delete(rewrite));
       }, waitMs);
       return;
     }
@@ -141,6 +152,9 @@ export class OutcomeWriter {
    * stay running in the file and the next start retries them as interrupted.
    */
   async flush(): Promise<void> {
+    // A rewrite under way may fail and keep its outcomes again: it ends first.
+    while (this.#rewriting.size > 0) await Promise.allSettled([...this.#rewriting]);
+    this.#flushed = true;
     if (this.#rewriteTimer !== null) clearTimeout(this.#rewriteTimer);
     this.#rewriteTimer = null;
     const unwritten = [...this.#unwritten.values()];
