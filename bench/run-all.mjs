@@ -11,7 +11,7 @@
  *   node bench/run-all.mjs [--size tiny|full] [--runs N] [--only a,b] [--threads all|cores|1] [--table-only]
  *
  * `--runs` is passed on to every benchmark; without it each uses its own default (3 at
- * the full size, 1 for memory and pg-bloat; 1 at the tiny size). `--threads cores` or `--threads 1`
+ * the full size, 5 for ready-index-structures, 1 for memory and pg-bloat; 1 at the tiny size). `--threads cores` or `--threads 1`
  * runs only that pass (default: all, both). `--table-only` runs nothing and only
  * rewrites the tables from the result files already there.
  */
@@ -37,6 +37,7 @@ const BENCHMARKS = [
   'pg-bloat',
   'limited-backlog',
   'group-backlog',
+  'ready-index-structures',
 ];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
 const BY_THREADS = ['cpu-efficiency', 'throughput', 'priority-latency', 'main-thread-cost'];
