@@ -1,5 +1,5 @@
 import { Deque } from './deque.js';
-import { MinHeap } from './min-heap.js';
+import TinyQueue from 'tinyqueue';
 
 /** What a fair queue orders: a group's turn (`round`), then the place in line (`seq`). */
 export interface FairEntry {
@@ -28,7 +28,7 @@ interface GroupLine<E> {
  */
 export class FairQueue<E extends FairEntry> {
   readonly #groups = new Map<string | null, GroupLine<E>>();
-  readonly #heap = new MinHeap<E>(before);
+  #heap = new TinyQueue<E>([], inClaimOrder);
   readonly #isLive: (entry: E) => boolean;
   readonly #discarded: () => void;
 
@@ -101,7 +101,7 @@ export class FairQueue<E extends FairEntry> {
   /** Drops every stale entry and heap item; answers how many entries are left. */
   compact(): number {
     let left = 0;
-    this.#heap.clear();
+    this.#heap = new TinyQueue<E>([], inClaimOrder);
     for (const [key, group] of this.#groups) {
       group.line.retain(this.#isLive);
       group.inHeap = null;
@@ -141,6 +141,10 @@ export class FairQueue<E extends FairEntry> {
 }
 
 /** Claim order inside one priority and type: the earlier round first, then the place in line. */
+export function inClaimOrder(a: FairEntry, b: FairEntry): number {
+  return a.round - b.round || a.seq - b.seq;
+}
+
 export function before(a: FairEntry, b: FairEntry): boolean {
-  return a.round < b.round || (a.round === b.round && a.seq < b.seq);
+  return inClaimOrder(a, b) < 0;
 }

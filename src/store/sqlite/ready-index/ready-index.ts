@@ -1,7 +1,7 @@
 import type { JobWire } from '../../core/rows.js';
 import type { Snapshot } from '../protocol.js';
 import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../../contract/job.js';
-import { MinHeap } from './min-heap.js';
+import TinyQueue from 'tinyqueue';
 import { before as fairBefore, FairQueue } from './fair-queue.js';
 
 /** Dead entries tolerated (beyond as many as live ones) before compaction. */
@@ -83,9 +83,7 @@ export class ReadyIndex {
   #entries = 0;
   #backSeq = 0;
   #frontSeq = 0;
-  readonly #heap = new MinHeap<{ runAt: number; id: string }>(
-    (a, b) => a.runAt < b.runAt || (a.runAt === b.runAt && a.id < b.id),
-  );
+  #heap = new TinyQueue<DueEntry>([], byRunAt);
   readonly #queued = new Map<string, IndexEntry>();
   readonly #dueAt = new Map<string, DueState>();
   readonly #records = new Map<string, JobWire>();
@@ -144,8 +142,11 @@ export class ReadyIndex {
     if (queued !== undefined) {
       this.#dequeued(queued);
       this.#compactFifos();
-    } else if (this.#dueAt.delete(id) && this.#heap.size > 2 * this.#dueAt.size + COMPACT_SLACK) {
-      this.#heap.retain((entry) => this.#dueAt.get(entry.id)?.runAt === entry.runAt);
+    } else if (this.#dueAt.delete(id) && this.#heap.length > 2 * this.#dueAt.size + COMPACT_SLACK) {
+      this.#heap = new TinyQueue(
+        this.#heap.data.filter((entry) => this.#dueAt.get(entry.id)?.runAt === entry.runAt),
+        byRunAt,
+      );
     }
     return this.#drop(id);
   }
@@ -264,7 +265,7 @@ export class ReadyIndex {
     for (const tails of this.#tails) tails.clear();
     this.#levelSizes.fill(0);
     this.#entries = 0;
-    this.#heap.clear();
+    this.#heap = new TinyQueue<DueEntry>([], byRunAt);
     this.#queued.clear();
     this.#dueAt.clear();
     this.#records.clear();
@@ -366,4 +367,15 @@ export class ReadyIndex {
     }
     this.#entries = entries;
   }
+}
+
+/** A scheduled or retrying job in the heap of due times. */
+interface DueEntry {
+  runAt: number;
+  id: string;
+}
+
+/** The earliest due first; ties by id, so the order does not depend on the heap's history. */
+function byRunAt(a: DueEntry, b: DueEntry): number {
+  return a.runAt - b.runAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
