@@ -1,5 +1,16 @@
 import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
-import type { DeliveryAttempt, ExpiredAttempt, InvalidState, ListFilter, Page, QueueCounts, Schedule, ScheduleDefinition, ScheduleFire, StartedAttempt } from '../store.js';
+import type {
+  DeliveryAttempt,
+  ExpiredAttempt,
+  InvalidState,
+  ListFilter,
+  Page,
+  QueueCounts,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleFire,
+  StartedAttempt,
+} from '../store.js';
 import type { DeliveryLease, JobWire } from '../core/rows.js';
 import type { DeliveryRow } from '../core/delivery-records.js';
 

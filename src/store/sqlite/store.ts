@@ -18,7 +18,31 @@
  * thread is started; writes fail fast until it is up.
  */
 import type { Answers, InsertRow } from './protocol.js';
-import type { Changes, ClaimedJob, ClaimRequest, DeliveryAttempt, DeliveryRecord, DueDelivery, ExpiredAttempt, Finished, FinishItem, FireResult, InsertResult, InvalidState, JobStore, LimitOverride, ListFilter, Page, QueueCounts, Schedule, ScheduleDefinition, ScheduleFire, StartedAttempt, StoreListener, StoreOptions } from '../store.js';
+import type {
+  Changes,
+  ClaimedJob,
+  ClaimRequest,
+  DeliveryAttempt,
+  DeliveryRecord,
+  DueDelivery,
+  ExpiredAttempt,
+  Finished,
+  FinishItem,
+  FireResult,
+  InsertResult,
+  InvalidState,
+  JobStore,
+  LimitOverride,
+  ListFilter,
+  Page,
+  QueueCounts,
+  Schedule,
+  ScheduleDefinition,
+  ScheduleFire,
+  StartedAttempt,
+  StoreListener,
+  StoreOptions,
+} from '../store.js';
 import type { FaultLogger } from '../../fault-log.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
 import type { StoreThreadClient } from './thread-client.js';

@@ -3,7 +3,16 @@ import { describe, it } from 'node:test';
 import type { JobRow } from '../../../src/store/core/rows.js';
 import type { JobStatus, NewJob } from '../../../src/contract/job.js';
 import { canonicalJson } from '../../../src/store/core/canonical-json.js';
-import { createdJob, dependencyState, exceedsCapacity, initialStatus, type InsertPlan, planInsert, type PlanItem, type PlanLookups } from '../../../src/store/core/insert-plan.js';
+import {
+  createdJob,
+  dependencyState,
+  exceedsCapacity,
+  initialStatus,
+  type InsertPlan,
+  planInsert,
+  type PlanItem,
+  type PlanLookups,
+} from '../../../src/store/core/insert-plan.js';
 
 function item(id: string, fields: Partial<PlanItem> = {}): PlanItem {
   return { id, type: 'resize', idempotencyKey: null, dependsOn: [], ...fields };
