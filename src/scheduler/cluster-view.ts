@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
-import type { JobStore, NodeInfo } from '../store/store.js';
-import { KILN_VERSION } from '../version.js';
-import type { WorkerPool } from '../workers/pool.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
+import type { JobStore } from '../store/store.js';
+import type { NodeInfo } from '../contract/node.js';
+import type { WorkerPool } from '../workers/pool.js';
+import { KILN_VERSION } from '../version.js';
 import { unavailable } from './errors.js';
 
 export interface ClusterViewOptions {

@@ -1,7 +1,10 @@
 import { setMaxListeners } from 'node:events';
 import type { ChannelMessage } from '../workers/protocol.js';
+import type { DeliveryRecord } from '../contract/delivery.js';
 import type { Job, JobStatus } from '../contract/job.js';
+import type { LimitOverride } from '../contract/limits.js';
 import type { MicroBatchOptions } from './dispatch/micro-batch.js';
+import type { NodeInfo } from '../contract/node.js';
 import type { TaskRegistry } from '../workers/registry.js';
 import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
 import { ClusterView } from './cluster-view.js';
@@ -14,20 +17,12 @@ import { KilnMetrics } from './statistics/metrics.js';
 import { Rescuer } from './dispatch/rescuer.js';
 import { Retention } from './retention.js';
 import { ScheduleRunner } from './schedules/schedule-runner.js';
+import { isInvalidState, type JobStore, type ListFilter, type Page } from '../store/store.js';
 import { isStoreError } from '../store/errors.js';
 import { routeStoreEvent, type StoreEventRouting } from './store-events.js';
 import { threadEndLine } from './thread-end-log.js';
 import { type CallbackUrlCheck, Submission, type SubmitItem, type Submitted } from './submission.js';
 import { type Clock, systemClock } from '../time/clock.js';
-import {
-  type DeliveryRecord,
-  isInvalidState,
-  type JobStore,
-  type LimitOverride,
-  type ListFilter,
-  type NodeInfo,
-  type Page,
-} from '../store/store.js';
 import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
 import { waitForTerminal } from './long-poll.js';
 

@@ -1,6 +1,8 @@
-import type { JobStore, LimitOverride, TaskLimits } from '../store/store.js';
-import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
+import type { JobStore } from '../store/store.js';
+import type { LimitOverride } from '../contract/limits.js';
+import type { LoadedTask, TaskRegistry } from '../workers/registry.js';
+import type { TaskLimits } from '../contract/limits.js';
 import { effectiveLimits } from './dispatch/task-limits.js';
 import { noSuchTask, unavailable } from './errors.js';
 

@@ -8,8 +8,6 @@ import { type FieldIssue, KilnError } from '../scheduler/errors.js';
  * (API.md, "Errors"). This module is the one place that maps errors to them.
  */
 
-export { PROBLEM_CODES, type ProblemCode };
-
 export interface Problem {
   type: string;
   title: string;

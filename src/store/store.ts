@@ -1,8 +1,3 @@
-import type { DeliveryRecord } from '../contract/delivery.js';
-import type { LimitOverride, TaskLimits } from '../contract/limits.js';
-import type { NodeInfo } from '../contract/node.js';
-import type { QueueCounts } from '../contract/queue.js';
-import type { Schedule, ScheduleDefinition } from '../contract/schedule.js';
 import type { ClaimsFacet } from './facets/claims.js';
 import type { ClusterFacet } from './facets/cluster.js';
 import type { DeliveriesFacet } from './facets/deliveries.js';
@@ -12,10 +7,8 @@ import type { StoreLifecycle } from './facets/lifecycle.js';
 import type { SchedulesFacet } from './facets/schedules.js';
 import type { SettingsFacet } from './facets/settings.js';
 
-// The domain's types live in the contract, the facets' own in their files; named here too
-// for the stores, the scheduler and their tests.
-export type { DeliveryRecord, LimitOverride, NodeInfo, QueueCounts, Schedule, ScheduleDefinition, TaskLimits };
-export { CATCH_UP_RULES, OVERLAP_RULES } from '../contract/schedule.js';
+// The facets' own types, named here too for the stores, the scheduler and their tests; the
+// domain's types are the contract's (src/contract/).
 export type {
   AttemptOutcome,
   ClaimedJob,

@@ -8,7 +8,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { JOB_STATUSES } from '../../src/contract/job.js';
 import { problemCodesOf } from '../../src/server/openapi.js';
-import { PROBLEM_CODES } from '../../src/server/problems.js';
+import { PROBLEM_CODES } from '../../src/contract/problem-codes.js';
 import { startServer, type TestResponse, type TestServer } from '../support/kiln.js';
 
 type Json = Record<string, any>; // the OpenAPI document, read by key

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { FastifyRequest } from 'fastify';
 import { KILN_ERROR_CODES, KilnError } from '../../src/scheduler/errors.js';
-import { PROBLEM_CODES, type ProblemCode, problem, problemFromError } from '../../src/server/problems.js';
+import { PROBLEM_CODES, type ProblemCode } from '../../src/contract/problem-codes.js';
+import { problem, problemFromError } from '../../src/server/problems.js';
 import { type DocumentedCode, documentedProblemCodes } from '../support/api-doc.js';
 
 const logged: unknown[] = [];

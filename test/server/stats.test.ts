@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FakeClock } from '../support/fake-clock.js';
-import { STATS_BUCKET_MS } from '../../src/scheduler/statistics/job-stats.js';
+import { STATS_BUCKET_MS } from '../../src/contract/stats.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 describe('GET /v1/stats', () => {

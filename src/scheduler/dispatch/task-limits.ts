@@ -1,4 +1,5 @@
-import type { LimitOverride, TaskLimits } from '../../store/store.js';
+import type { LimitOverride } from '../../contract/limits.js';
+import type { TaskLimits } from '../../contract/limits.js';
 
 /** When a held type is only waiting to learn when an attempt started: look again this soon. */
 const START_UNKNOWN_RECHECK_MS = 5;

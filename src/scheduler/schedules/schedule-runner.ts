@@ -1,7 +1,9 @@
 import type { Backoff, Job, NewJob } from '../../contract/job.js';
 import type { Clock } from '../../time/clock.js';
-import type { FireResult, InsertResult, JobStore, Schedule, ScheduleDefinition } from '../../store/store.js';
+import type { FireResult, InsertResult, JobStore } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
 import { FaultLog, type FaultLogger } from '../../fault-log.js';
 import { KilnError } from '../errors.js';
 import { Timetable } from '../../contract/cron.js';

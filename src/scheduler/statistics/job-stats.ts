@@ -1,7 +1,6 @@
 import { LatencyHistogram } from './latency-histogram.js';
 import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS } from '../../contract/stats.js';
 
-export { STATS_BUCKET_MS };
 const RING_SIZE = (STATS_MAX_WINDOW_SECONDS * 1000) / STATS_BUCKET_MS;
 
 export interface StatsFigures {

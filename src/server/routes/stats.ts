@@ -1,6 +1,6 @@
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import type { TypedApp } from '../typed-app.js';
-import { STATS_BUCKET_MS } from '../../scheduler/statistics/job-stats.js';
+import { STATS_BUCKET_MS } from '../../contract/stats.js';
 import { problemResponses } from '../openapi.js';
 import { statsQuerySchema, statsSchema } from '../../contract/schemas.js';
 

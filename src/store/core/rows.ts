@@ -9,7 +9,8 @@ import type {
   ParentResult,
   Progress,
 } from '../../contract/job.js';
-import type { DueDelivery, ExpiredAttempt, Schedule } from '../store.js';
+import type { ClaimedJob, DueDelivery, ExpiredAttempt } from '../store.js';
+import type { Schedule } from '../../contract/schedule.js';
 
 /**
  * Rows as both stores read them (each store's statements name their columns alike) and
@@ -217,4 +218,43 @@ export function parentResults(
     const row = rowOf(id);
     return row === undefined ? { id, type: '', result: null } : { id, type: row.type, result: parseJson(row.result) };
   });
+}
+
+/**
+ * A copy of a job with its payload text and parents: what the SQLite ready index keeps,
+ * and what a claim hands out on either store (a copy of that copy, so the caller's job stays the record of
+ * its attempt). One literal, so every such copy has one object shape.
+ */
+export function copyOf(job: JobSummary, payloadText: string, parents: ParentResult[]): JobWire & ClaimedJob {
+  return {
+    id: job.id,
+    type: job.type,
+    status: job.status,
+    priority: job.priority,
+    error: job.error,
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    timeoutMs: job.timeoutMs,
+    backoff: job.backoff,
+    progress: job.progress,
+    idempotencyKey: job.idempotencyKey,
+    dependsOn: job.dependsOn,
+    metadata: job.metadata,
+    group: job.group,
+    callback: job.callback,
+    runAt: job.runAt,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    finishedAt: job.finishedAt,
+    readyAt: job.readyAt,
+    schedule: job.schedule,
+    payloadText,
+    resultText: null,
+    parents,
+  };
+}
+
+/** The job a claim hands to the dispatcher, from the wire form of the job claimed. */
+export function claimedOf(record: JobWire): ClaimedJob {
+  return copyOf(record, record.payloadText ?? 'null', record.parents ?? []);
 }

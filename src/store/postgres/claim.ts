@@ -10,10 +10,11 @@
  *
  * Due jobs are promoted first; claimed jobs carry their parents' results.
  */
-import { formBatches } from '../core/micro-batches.js';
-import { type JobRow, type JobWire, jobFromWire, parentResults, toWire } from '../core/rows.js';
-import type { ClaimedJob, ClaimRequest, TaskLimits } from '../store.js';
+import type { ClaimedJob, ClaimRequest } from '../store.js';
 import type { StoreContext } from './context.js';
+import type { TaskLimits } from '../../contract/limits.js';
+import { formBatches } from '../core/micro-batches.js';
+import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 import { prefixed } from './sql.js';
 
 /** Candidates read by a micro-batched claim at most. */
@@ -344,8 +345,3 @@ function inClaimOrder(a: ClaimedRow, b: ClaimedRow): number {
 }
 
 type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null; round: number | string };
-
-function claimedOf(wire: JobWire): ClaimedJob {
-  const { payloadText, resultText: _result, parents, ...summary } = wire;
-  return { ...summary, payloadText: payloadText ?? 'null', parents: parents ?? [] };
-}

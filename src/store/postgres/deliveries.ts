@@ -1,5 +1,6 @@
 /** Callback deliveries on PostgreSQL: leased to one server at a time, each attempt fenced. */
-import type { DeliveryAttempt, DeliveryRecord, DueDelivery } from '../store.js';
+import type { DeliveryAttempt, DueDelivery } from '../store.js';
+import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { Job } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { UUID } from './connection.js';

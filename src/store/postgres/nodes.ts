@@ -1,5 +1,5 @@
 /** The servers of the cluster on PostgreSQL: each beat records its node (lease.ts); these read and stop them. */
-import type { NodeInfo } from '../store.js';
+import type { NodeInfo } from '../../contract/node.js';
 import type { StoreContext } from './context.js';
 
 function nodeStatements(schema: string) {

@@ -1,5 +1,6 @@
 /** Reads on PostgreSQL: jobs by id, the list a page at a time, and the counts. */
-import type { ListFilter, Page, QueueCounts } from '../store.js';
+import type { ListFilter, Page } from '../store.js';
+import type { QueueCounts } from '../../contract/queue.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';

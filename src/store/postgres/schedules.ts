@@ -4,8 +4,10 @@
  * stops (core/rules.ts decides whether a tick applies and whether it overlaps).
  */
 import type pg from 'pg';
-import type { FireResult, InsertResult, Schedule, ScheduleDefinition, ScheduleFire } from '../store.js';
+import type { FireResult, InsertResult, ScheduleFire } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
 import type { StoreContext } from './context.js';
 import { isInsertRace, type PgInsert } from './insert.js';
 import { tickApplies, tickOverlaps } from '../core/rules.js';

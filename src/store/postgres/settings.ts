@@ -1,5 +1,5 @@
 /** Settings on PostgreSQL: dispatch paused cluster-wide, and task limit overrides. */
-import type { LimitOverride } from '../store.js';
+import type { LimitOverride } from '../../contract/limits.js';
 import type { StoreContext } from './context.js';
 import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
 

@@ -29,7 +29,6 @@ import type {
   ClaimRequest,
   ClusterFacet,
   DeliveryAttempt,
-  DeliveryRecord,
   DueDelivery,
   ExpiredAttempt,
   Finished,
@@ -38,21 +37,22 @@ import type {
   InsertResult,
   InvalidState,
   JobStore,
-  LimitOverride,
   ListFilter,
-  NodeInfo,
   Page,
-  QueueCounts,
-  Schedule,
-  ScheduleDefinition,
   ScheduleFire,
   StartedAttempt,
   StoreListener,
   SubscribeOptions,
 } from '../store.js';
+import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
 import type { JobRow } from '../core/rows.js';
+import type { LimitOverride } from '../../contract/limits.js';
+import type { NodeInfo } from '../../contract/node.js';
 import type { PostgresStoreOptions, Running, StoreContext } from './context.js';
+import type { QueueCounts } from '../../contract/queue.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
 import { DueJobs } from './due.js';
 import { PgClaim } from './claim.js';
 import { PgConnection } from './connection.js';

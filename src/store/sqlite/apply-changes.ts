@@ -2,9 +2,8 @@ import type { Changes, InsertOutcome, InsertResult } from '../store.js';
 import type { ChangesWire, InsertAnswer, InsertRow } from './protocol.js';
 import type { MainSide } from './main-side.js';
 import type { NewJob } from '../../contract/job.js';
-import { copyOf } from './job-copies.js';
 import { createdJob } from '../core/insert-plan.js';
-import { jobFromWire, type JobWire } from '../core/rows.js';
+import { copyOf, jobFromWire, type JobWire } from '../core/rows.js';
 
 /**
  * Jobs the store thread changed, applied on the main thread: the ready index kept in

@@ -1,6 +1,5 @@
-import { jobFromWire, type JobWire } from '../core/rows.js';
+import { claimedOf, jobFromWire, type JobWire } from '../core/rows.js';
 import type { ClaimedJob, ClaimRequest } from '../store.js';
-import { claimedOf } from './job-copies.js';
 import type { MainSide, Running } from './main-side.js';
 import type { IndexEntry } from './ready-index/ready-index.js';
 import { batchHasRoom, costInBatch } from '../core/micro-batches.js';

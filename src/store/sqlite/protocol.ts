@@ -5,14 +5,14 @@ import type {
   InvalidState,
   ListFilter,
   Page,
-  QueueCounts,
-  Schedule,
-  ScheduleDefinition,
   ScheduleFire,
   StartedAttempt,
 } from '../store.js';
 import type { DeliveryLease, JobWire } from '../core/rows.js';
 import type { DeliveryRow } from '../core/delivery-records.js';
+import type { QueueCounts } from '../../contract/queue.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
 
 /**
  * What crosses between the main thread and the store thread. The main thread sends

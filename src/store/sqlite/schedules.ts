@@ -1,10 +1,12 @@
-import { type ScheduleRow, toSchedule } from '../core/rows.js';
-import { tickApplies, tickOverlaps } from '../core/rules.js';
-import type { Schedule, ScheduleDefinition, ScheduleFire } from '../store.js';
-import type { FileState } from './file-state.js';
-import { insertJobs } from './insert.js';
-import type { Preparer } from './prepare.js';
 import type { Answers, InsertAnswer, InsertRow } from './protocol.js';
+import type { FileState } from './file-state.js';
+import type { Preparer } from './prepare.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
+import type { ScheduleFire } from '../store.js';
+import { insertJobs } from './insert.js';
+import { tickApplies, tickOverlaps } from '../core/rules.js';
+import { type ScheduleRow, toSchedule } from '../core/rows.js';
 
 export function schedules(file: FileState): Schedule[] {
   return file.s.selectSchedules.all().map(toSchedule);

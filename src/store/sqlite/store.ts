@@ -23,7 +23,6 @@ import type {
   ClaimedJob,
   ClaimRequest,
   DeliveryAttempt,
-  DeliveryRecord,
   DueDelivery,
   ExpiredAttempt,
   Finished,
@@ -32,19 +31,20 @@ import type {
   InsertResult,
   InvalidState,
   JobStore,
-  LimitOverride,
   ListFilter,
   Page,
-  QueueCounts,
-  Schedule,
-  ScheduleDefinition,
   ScheduleFire,
   StartedAttempt,
   StoreListener,
   StoreOptions,
 } from '../store.js';
+import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { FaultLogger } from '../../fault-log.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
+import type { LimitOverride } from '../../contract/limits.js';
+import type { QueueCounts } from '../../contract/queue.js';
+import type { Schedule } from '../../contract/schedule.js';
+import type { ScheduleDefinition } from '../../contract/schedule.js';
 import type { StoreThreadClient } from './thread-client.js';
 import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
 import { MainSide } from './main-side.js';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { JobStats, STATS_BUCKET_MS } from '../../../src/scheduler/statistics/job-stats.js';
+import { STATS_BUCKET_MS } from '../../../src/contract/stats.js';
+import { JobStats } from '../../../src/scheduler/statistics/job-stats.js';
 import { HISTOGRAM_BINS, LatencyHistogram } from '../../../src/scheduler/statistics/latency-histogram.js';
 import { FakeClock } from '../../support/fake-clock.js';
 

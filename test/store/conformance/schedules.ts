@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { FireResult, JobStore, ScheduleDefinition } from '../../../src/store/store.js';
+import type { FireResult, JobStore } from '../../../src/store/store.js';
 import type { Job, NewJob } from '../../../src/contract/job.js';
+import type { ScheduleDefinition } from '../../../src/contract/schedule.js';
 import { changes, type OpenStore } from './context.js';
 import { insertOne, mustGet, newJob, T0 } from '../../support/store-fixtures.js';
 

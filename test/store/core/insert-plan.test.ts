@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JobRow } from '../../../src/store/core/rows.js';
+import { jobRow as row } from '../../support/job-rows.js';
 import type { JobStatus, NewJob } from '../../../src/contract/job.js';
 import { canonicalJson } from '../../../src/store/core/canonical-json.js';
 import {
@@ -16,40 +17,6 @@ import {
 
 function item(id: string, fields: Partial<PlanItem> = {}): PlanItem {
   return { id, type: 'resize', idempotencyKey: null, dependsOn: [], ...fields };
-}
-
-function row(id: string, fields: Partial<JobRow> = {}): JobRow {
-  return {
-    id,
-    type: 'resize',
-    status: 'queued',
-    priority: 5,
-    payload: '{"w":1}',
-    result: null,
-    error: null,
-    attempts: 0,
-    max_attempts: 3,
-    timeout_ms: 1000,
-    backoff_initial_ms: 100,
-    backoff_factor: 2,
-    backoff_max_ms: 1000,
-    backoff_jitter: 'none',
-    progress: null,
-    idempotency_key: null,
-    depends_on: '[]',
-    metadata: '{}',
-    run_at: null,
-    created_at: 0,
-    started_at: null,
-    finished_at: null,
-    ready_at: 0,
-    lease_owner: null,
-    lease_expires_at: null,
-    group_key: null,
-    schedule: null,
-    callback: null,
-    ...fields,
-  };
 }
 
 interface Store {

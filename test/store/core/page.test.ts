@@ -2,38 +2,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeCursor, encodeCursor, pageOf, pageSize } from '../../../src/store/core/page.js';
 import type { SummaryRow } from '../../../src/store/core/rows.js';
+import { jobRow } from '../../support/job-rows.js';
 import { StoreError } from '../../../src/store/errors.js';
 
-function summary(id: string): SummaryRow {
-  return {
-    id,
-    type: 't',
-    status: 'queued',
-    priority: 5,
-    error: null,
-    attempts: 0,
-    max_attempts: 1,
-    timeout_ms: 1000,
-    backoff_initial_ms: 0,
-    backoff_factor: 1,
-    backoff_max_ms: 0,
-    backoff_jitter: 'none',
-    progress: null,
-    idempotency_key: null,
-    depends_on: '[]',
-    metadata: '{}',
-    run_at: null,
-    created_at: 0,
-    started_at: null,
-    finished_at: null,
-    ready_at: 0,
-    lease_owner: null,
-    lease_expires_at: null,
-    group_key: null,
-    schedule: null,
-    callback: null,
-  };
-}
+/** A summary row: only its id matters to paging. */
+const summary = (id: string): SummaryRow => jobRow(id);
 
 describe('cursors', () => {
   it('round-trips an id', () => {
