@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { type ApiToken, loadApiTokens } from './api-tokens.js';
 
 const DAY_MS = 86_400_000;
 
@@ -135,6 +136,7 @@ function envSchema() {
     KILN_PG_SCHEMA: pgSchema,
     KILN_TASKS_DIR: optionalPath,
     KILN_API_TOKENS: tokens,
+    KILN_API_TOKENS_FILE: optionalPath,
     KILN_MAX_BODY_BYTES: integer('KILN_MAX_BODY_BYTES', 1024, 1024 * 1024 * 1024, 1_048_576),
     KILN_REQUEST_TIMEOUT_MS: integer('KILN_REQUEST_TIMEOUT_MS', 1000, 3_600_000, 30_000),
     KILN_SHUTDOWN_GRACE_MS: integer('KILN_SHUTDOWN_GRACE_MS', 0, DAY_MS, 30_000),
@@ -171,7 +173,8 @@ export interface Config {
   pgPoolSize: number;
   pgSchema: string;
   tasksDir: string | null;
-  apiTokens: string[];
+  /** The tokens the API accepts (none: an open API), from KILN_API_TOKENS and KILN_API_TOKENS_FILE. */
+  apiTokens: ApiToken[];
   maxBodyBytes: number;
   /** How long a request may take to arrive, headers and body (408 after); answers may take longer. */
   requestTimeoutMs: number;
@@ -213,6 +216,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(parsed.error.issues.map((issue) => issue.message).join('; '));
   }
   const e = parsed.data;
+  let apiTokens: ApiToken[];
+  try {
+    apiTokens = loadApiTokens(e.KILN_API_TOKENS, e.KILN_API_TOKENS_FILE);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -228,7 +237,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pgPoolSize: e.KILN_PG_POOL_SIZE,
     pgSchema: e.KILN_PG_SCHEMA,
     tasksDir: e.KILN_TASKS_DIR,
-    apiTokens: e.KILN_API_TOKENS,
+    apiTokens,
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,
     requestTimeoutMs: e.KILN_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: e.KILN_SHUTDOWN_GRACE_MS,

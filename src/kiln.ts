@@ -127,7 +127,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     logger: log,
   });
   if (config.apiTokens.length === 0) {
-    log.warn('KILN_API_TOKENS is not set: the API is open to anyone who can reach it');
+    log.warn('no API tokens (KILN_API_TOKENS, KILN_API_TOKENS_FILE): the API is open to anyone who can reach it');
   }
 
   let stopping: Promise<void> | null = null;

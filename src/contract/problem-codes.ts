@@ -6,6 +6,7 @@ export const PROBLEM_CODES = {
   unknown_dependency: 400,
   callbacks_disabled: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   request_timeout: 408,
   idempotency_conflict: 409,

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { CALLBACK_EVENTS, JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from './job.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from './schedule.js';
+import { SCOPES } from './scopes.js';
 import { PROBLEM_CODES, type ProblemCode } from './problem-codes.js';
 import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
 import { isTimeZone, Timetable } from './cron.js';
@@ -241,6 +242,14 @@ export const queueSchema = z.object({
   byPriority: z.record(z.string(), z.int()),
   threads: z.object({ size: z.int(), busy: z.int() }),
   paused: z.boolean(),
+});
+
+/** GET /v1/token: the token the request carries. */
+export const tokenSchema = z.object({
+  name: z.string().nullable().describe('How logs name the token; null when the API has no tokens.'),
+  scopes: z
+    .array(z.enum(SCOPES))
+    .describe('What the token may do: read, submit (read and submit jobs), admin (everything).'),
 });
 
 export const nodesSchema = z.object({

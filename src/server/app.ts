@@ -1,12 +1,13 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { type IncomingMessage, maxHeaderSize, STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { ApiToken } from '../api-tokens.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { TaskRegistry } from '../workers/registry.js';
+import { registerAuth } from './auth.js';
 import { parseJsonBody } from './json-body.js';
 import { swaggerOptions, swaggerUiOptions } from './openapi.js';
 import {
@@ -31,7 +32,7 @@ const REQUEST_TIMEOUT_CHECK_MS = 1000;
 export interface AppOptions {
   scheduler: Scheduler;
   registry: TaskRegistry;
-  apiTokens: string[];
+  apiTokens: readonly ApiToken[];
   maxBodyBytes: number;
   /** How long a request may take to arrive, headers and body; answers may take longer. */
   requestTimeoutMs: number;
@@ -126,32 +127,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
     sendProblem(reply, problem('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)),
   );
 
-  if (options.apiTokens.length > 0) {
-    const digests = options.apiTokens.map((token) => sha256(token));
-    app.addHook('onRequest', async (request, reply) => {
-      // Decided by the route the request matched, not by its raw URL: the router decodes
-      // percent-escapes and accepts absolute-form targets, which a prefix test would miss.
-      const route = request.routeOptions.url;
-      if (route === undefined || !(route.startsWith('/v1/') || route === '/metrics')) return;
-      const header = request.headers.authorization;
-      const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-      const presented = match?.[1] === undefined ? null : sha256(match[1]);
-      let ok = false;
-      for (const digest of digests) {
-        if (presented !== null && timingSafeEqual(presented, digest)) ok = true;
-      }
-      if (!ok) {
-        return sendProblem(
-          reply,
-          problem(
-            'unauthorized',
-            header === undefined ? 'the request has no bearer token' : 'the bearer token is not valid',
-          ),
-          { 'www-authenticate': 'Bearer realm="kiln"' },
-        );
-      }
-    });
-  }
+  registerAuth(app, options.apiTokens);
 
   await app.register(fastifySwagger, swaggerOptions(options.apiTokens.length > 0));
   await app.register(fastifySwaggerUi, swaggerUiOptions());
@@ -167,10 +143,6 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   await app.ready();
   return app;
-}
-
-function sha256(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
 }
 
 /** Malformed HTTP that never reaches a route, or that does not arrive in time, still gets a problem document. */

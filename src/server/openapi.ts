@@ -4,6 +4,7 @@ import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { PROBLEM_CODES, type ProblemCode } from '../contract/problem-codes.js';
 import { problemSchema } from '../contract/schemas.js';
+import type { Scope } from '../contract/scopes.js';
 
 /**
  * How the OpenAPI document tells the truth about every route, whoever wrote the route.
@@ -12,7 +13,10 @@ import { problemSchema } from '../contract/schemas.js';
  * status fixed and `code` limited to the codes that status can carry (the table in
  * problems.ts), plus the headers such answers carry: `WWW-Authenticate` on a 401,
  * `Retry-After` on a 429 or 503. A response entry may declare `headers` of its own
- * (`Location` on a 201), which are kept. A request schema's single `examples` entry
+ * (`Location` on a 201), which are kept. The scope a route declares (`config.scope`,
+ * read by the auth hook too) becomes the operation's `x-kiln-scope`, its bearer
+ * security requirement and a line of its description; such an operation answers 401,
+ * and 403 unless `read` is enough (every token may read). A request schema's single `examples` entry
  * becomes the body Swagger UI fills in, so it must be a request that succeeds as is.
  */
 
@@ -44,19 +48,29 @@ interface HeaderObject {
   schema: Record<string, unknown>;
 }
 
-/** A route's schema as @fastify/swagger hands it to the transform, route-declared headers kept. */
-const transformRoute: FastifyDynamicSwaggerOptions['transform'] = (input) => {
-  const output = jsonSchemaTransform(input);
-  const declared = (input.schema as { response?: Record<string, unknown> } | undefined)?.response;
-  const response = (output.schema as { response?: Record<string, Record<string, unknown>> }).response;
-  if (declared === undefined || response === undefined) return output;
-  for (const [status, entry] of Object.entries(declared)) {
-    const headers = (entry as { headers?: unknown }).headers;
-    const transformed = response[status];
-    if (headers !== undefined && transformed !== undefined) transformed.headers = headers;
-  }
-  return output;
-};
+/** A route's schema as @fastify/swagger hands it to the transform: route-declared headers kept, its scope told. */
+function transformRoute(secured: boolean): FastifyDynamicSwaggerOptions['transform'] {
+  return (input) => {
+    const output = jsonSchemaTransform(input);
+    const schema = output.schema as Record<string, unknown> & { response?: Record<string, Record<string, unknown>> };
+    const scope = (input.route.config as { scope?: Scope } | undefined)?.scope;
+    if (scope !== undefined) {
+      schema['x-kiln-scope'] = scope;
+      const line = `Needs a token with the scope \`${scope}\` (or one that includes it).`;
+      schema.description = typeof schema.description === 'string' ? `${schema.description}\n\n${line}` : line;
+      if (secured) schema.security = [{ bearer: [scope] }];
+    }
+    const declared = (input.schema as { response?: Record<string, unknown> } | undefined)?.response;
+    const response = schema.response;
+    if (declared === undefined || response === undefined) return output;
+    for (const [status, entry] of Object.entries(declared)) {
+      const headers = (entry as { headers?: unknown }).headers;
+      const transformed = response[status];
+      if (headers !== undefined && transformed !== undefined) transformed.headers = headers;
+    }
+    return output;
+  };
+}
 
 /** The parts of an OpenAPI document the pass below reads and writes. */
 interface ResponseObject {
@@ -65,7 +79,7 @@ interface ResponseObject {
   headers?: Record<string, unknown>;
 }
 interface OpenApiDocument {
-  paths?: Record<string, Record<string, { responses?: Record<string, ResponseObject> }>>;
+  paths?: Record<string, Record<string, { responses?: Record<string, ResponseObject>; 'x-kiln-scope'?: Scope }>>;
   components?: { schemas?: Record<string, unknown> };
 }
 
@@ -76,6 +90,14 @@ const transformDocument: FastifyDynamicSwaggerOptions['transformObject'] = (inpu
   const schemas = (components.schemas ??= {});
   for (const operations of Object.values(document.paths ?? {})) {
     for (const operation of Object.values(operations)) {
+      const scope = operation['x-kiln-scope'];
+      if (scope !== undefined) {
+        const responses = (operation.responses ??= {});
+        const refused = scope === 'read' ? ['401'] : ['401', '403'];
+        for (const status of refused) {
+          responses[status] ??= { content: { 'application/json': { schema: { $ref: PROBLEM_REF } } } };
+        }
+      }
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         if (response.content?.['application/json']?.schema?.$ref !== PROBLEM_REF) continue;
         const code = Number(status);
@@ -107,7 +129,7 @@ export function swaggerOptions(secured: boolean): FastifyDynamicSwaggerOptions {
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: secured ? [{ bearer: [] }] : [],
     },
-    transform: transformRoute,
+    transform: transformRoute(secured),
     transformObject: transformDocument,
   };
 }

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Scheduler } from '../scheduler/scheduler.js';
+import { operationOf, scopeOf } from './auth.js';
 
 /** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
 const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
@@ -9,7 +10,9 @@ const REDACTED = '***';
 
 /**
  * When the answer has gone out (or the client went away): the request's line in the log
- * and its HTTP metrics, by route pattern. Hooked on the socket's close rather than on
+ * (naming the token it came with, never its secret), its HTTP metrics by route pattern,
+ * and for an action that needs `admin` an audit line: who, what, on which job or
+ * setting (the route's parameters), and how it was answered. Hooked on the socket's close rather than on
  * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
  */
 export function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
@@ -20,14 +23,26 @@ export function observeAnswer(request: FastifyRequest, reply: FastifyReply, sche
     const status = reply.raw.statusCode;
     scheduler.metrics.httpRequest(request.method, route, status, seconds);
     const level = PROBE_ROUTES.has(route) && status < 400 ? 'debug' : 'info';
+    const token = request.apiToken?.name ?? null;
     // The line is built only for a logger that writes it (LOG_LEVEL=warn, as under load, does not).
-    if (!writes(request.log, level)) return;
-    const ms = Math.round(seconds * 10_000) / 10;
-    const url = loggedUrl(request);
-    request.log[level](
-      { http: { method: request.method, url, status, ms } },
-      `${request.method} ${url} ${status} ${ms} ms`,
-    );
+    if (writes(request.log, level)) {
+      const ms = Math.round(seconds * 10_000) / 10;
+      const url = loggedUrl(request);
+      request.log[level](
+        { http: { method: request.method, url, status, ms }, ...(token === null ? {} : { token }) },
+        `${request.method} ${url} ${status} ${ms} ms${token === null ? '' : ` token=${token}`}`,
+      );
+    }
+    // A request the token check turned away (401) has no one to name: its request line tells of it.
+    if (scopeOf(request) === 'admin' && status !== 401 && writes(request.log, 'info')) {
+      const action = operationOf(request);
+      const target = { ...(request.params as Record<string, string> | undefined) };
+      const on = Object.values(target).join(' ');
+      request.log.info(
+        { audit: { token, action, target, status } },
+        `audit: ${token ?? 'no token'} ${action}${on === '' ? '' : ` ${on}`} ${status}`,
+      );
+    }
   });
 }
 

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
 describe('loadConfig', () => {
@@ -71,7 +75,13 @@ describe('loadConfig', () => {
     assert.equal(config.sqliteSync, 'normal');
     assert.equal(config.sqliteCacheMb, 64);
     assert.equal(config.tasksDir, '/srv/tasks');
-    assert.deepEqual(config.apiTokens, ['a', 'b']);
+    assert.deepEqual(
+      config.apiTokens.map((token) => [token.name, token.scopes]),
+      [
+        ['env:1', ['read', 'submit', 'admin']],
+        ['env:2', ['read', 'submit', 'admin']],
+      ],
+    );
     assert.equal(config.shutdownGraceMs, 0);
     assert.equal(config.threadMaxJobs, 1000);
     assert.equal(config.maxResultBytes, 65_536);
@@ -104,4 +114,92 @@ describe('loadConfig', () => {
       );
     });
   }
+});
+
+describe('KILN_API_TOKENS_FILE', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-token-files-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  let files = 0;
+  /** A file holding `content` (JSON unless a string); its path. */
+  const tokenFile = (content: unknown) => {
+    const path = join(dir, `tokens-${++files}.json`);
+    writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+    return path;
+  };
+  const hex = (secret: string) => createHash('sha256').update(secret).digest('hex');
+
+  it('reads named tokens with scopes, in clear or as SHA-256 in either case, beside KILN_API_TOKENS', () => {
+    const file = tokenFile([
+      { name: 'ci', token: 'ci-secret', scopes: ['submit'] },
+      { name: 'viewer', sha256: hex('viewer-secret').toUpperCase(), scopes: ['read'] },
+      { name: 'ops', sha256: hex('ops-secret'), scopes: ['read', 'admin'] },
+    ]);
+    const tokens = loadConfig({ KILN_API_TOKENS: 'env-secret', KILN_API_TOKENS_FILE: file }).apiTokens;
+    assert.deepEqual(
+      tokens.map((token) => [token.name, token.scopes, token.digest.toString('hex')]),
+      [
+        ['env:1', ['read', 'submit', 'admin'], hex('env-secret')],
+        ['ci', ['submit'], hex('ci-secret')],
+        ['viewer', ['read'], hex('viewer-secret')],
+        ['ops', ['read', 'admin'], hex('ops-secret')],
+      ],
+    );
+    assert.equal(loadConfig({ KILN_API_TOKENS_FILE: file }).apiTokens.length, 3, 'the file alone');
+  });
+
+  const entry = { name: 'ci', token: 'ci-secret', scopes: ['submit'] };
+  for (const [what, content, env, reason] of [
+    ['both token and sha256', [{ ...entry, sha256: hex('x') }], {}, 'entry 1 ("ci") gives both token and sha256'],
+    ['neither', [{ name: 'ci', scopes: ['read'] }], {}, 'entry 1 ("ci") needs a token or a sha256'],
+    ['an unknown scope', [{ ...entry, scopes: ['read', 'write'] }], {}, 'entry 1 ("ci") has the scope "write"'],
+    ['an empty scope', [{ ...entry, scopes: [''] }], {}, 'entry 1 ("ci") has the scope ""'],
+    ['no scopes', [{ ...entry, scopes: [] }], {}, 'entry 1 ("ci") scopes must not be empty'],
+    ['a short sha256', [{ name: 'ci', sha256: 'abc', scopes: ['read'] }], {}, 'sha256 must be 64 hex digits'],
+    ['an unknown field', [{ ...entry, password: 'x' }], {}, 'entry 1 ("ci") has unknown fields password'],
+    ['no name', [{ token: 'ci-secret', scopes: ['read'] }], {}, 'entry 1 needs a name'],
+    ['a name twice', [entry, { ...entry, token: 'other' }], {}, 'entry 2 ("ci") has the name of entry 1'],
+    [
+      'a secret twice',
+      [entry, { name: 'ci2', sha256: hex('ci-secret'), scopes: ['read'] }],
+      {},
+      'entry 2 ("ci2") has the same secret as "ci"',
+    ],
+    [
+      'a secret of KILN_API_TOKENS',
+      [{ name: 'again', sha256: hex('env-b'), scopes: ['read'] }],
+      { KILN_API_TOKENS: 'env-a,env-b' },
+      'entry 1 ("again") has the same secret as token 2 of KILN_API_TOKENS',
+    ],
+    ['no list', { name: 'ci' }, {}, 'must hold a JSON list'],
+    ['an empty list', [], {}, 'holds no token'],
+    ['text that is not JSON', '[{"name": "ci", "token": "ci-secret",}]', {}, 'is not JSON (line 1, column 38)'],
+  ] as const) {
+    it(`refuses a file with ${what} in one line naming the file and the entry, without the secret`, () => {
+      const file = tokenFile(content);
+      assert.throws(
+        () => loadConfig({ ...env, KILN_API_TOKENS_FILE: file }),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.ok(error.message.startsWith(`KILN_API_TOKENS_FILE "${file}"`), error.message);
+          assert.ok(error.message.includes(reason), error.message);
+          assert.ok(!error.message.includes('\n'), error.message);
+          assert.ok(!/secret|env-b/.test(error.message.replace('same secret', '')), error.message);
+          return true;
+        },
+      );
+    });
+  }
+
+  it('refuses a file that cannot be read, and a token twice in KILN_API_TOKENS', () => {
+    const missing = join(dir, 'missing.json');
+    assert.throws(
+      () => loadConfig({ KILN_API_TOKENS_FILE: missing }),
+      (error: unknown) =>
+        error instanceof ConfigError && error.message === `KILN_API_TOKENS_FILE "${missing}" cannot be read (ENOENT)`,
+    );
+    assert.throws(
+      () => loadConfig({ KILN_API_TOKENS: 'a,b,a' }),
+      (error: unknown) => error instanceof ConfigError && error.message === 'KILN_API_TOKENS: token 3 is token 1 again',
+    );
+  });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,24 @@ describe('starting Kiln: a clear reason when it cannot', () => {
       assert.equal(run.code, 1, JSON.stringify(value));
       assertOneLineReason(run.stderr, /KILN_API_TOKENS must be comma-separated tokens/);
     }
+  });
+
+  it('refuses a tokens file with a wrong entry in one line naming the file and the entry, not the secret', async () => {
+    const file = join(dir, 'tokens.json');
+    writeFileSync(
+      file,
+      JSON.stringify([
+        { name: 'ci', token: 'first-secret', scopes: ['submit'] },
+        { name: 'deploy', token: 'second-secret', scopes: ['deploy'] },
+      ]),
+    );
+    const run = await runToExit({ PORT: '0', KILN_API_TOKENS_FILE: file });
+    assert.equal(run.code, 1);
+    assertOneLineReason(
+      run.stderr,
+      new RegExp(`KILN_API_TOKENS_FILE ".*tokens\\.json": entry 2 \\("deploy"\\) has the scope "deploy"`),
+    );
+    assert.doesNotMatch(run.stderr + run.stdout, /secret/);
   });
 
   it('names the pid of the process that holds the SQLite database', async () => {

@@ -224,6 +224,10 @@ describe('real answers against the OpenAPI document', () => {
     await send('GET', '/v1/tasks', '/v1/tasks');
     await send('GET', '/v1/tasks', '/v1/tasks', undefined, {});
     await send('GET', '/v1/nodes', '/v1/nodes');
+    assert.deepEqual((await send('GET', '/v1/token', '/v1/token')).body, {
+      name: 'env:1',
+      scopes: ['read', 'submit', 'admin'],
+    });
 
     const created = await send('POST', '/v1/jobs', '/v1/jobs', {
       type: 'noop',

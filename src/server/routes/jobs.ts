@@ -53,6 +53,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.post(
     '/v1/jobs',
     {
+      config: { scope: 'submit' },
       schema: {
         summary: 'Submit a job',
         tags: ['jobs'],
@@ -93,6 +94,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.post(
     '/v1/jobs/batch',
     {
+      config: { scope: 'submit' },
       schema: {
         summary: 'Submit up to 1000 jobs at once, all or nothing',
         tags: ['jobs'],
@@ -110,6 +112,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/jobs',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'List jobs, newest first',
         tags: ['jobs'],
@@ -134,6 +137,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/jobs/:id',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'A job: status and result; ?wait= long-polls until it is finished',
         tags: ['jobs'],
@@ -160,6 +164,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/jobs/:id/events',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'Server-Sent Events: the job now, then on every change, until it is finished',
         tags: ['jobs'],
@@ -179,6 +184,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/jobs/:id/callbacks',
     {
+      config: { scope: 'read' },
       schema: {
         summary: "The job's callback deliveries, attempt by attempt",
         tags: ['jobs'],
@@ -196,6 +202,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.post(
     '/v1/jobs/:id/cancel',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: 'Cancel a job that is not finished',
         tags: ['jobs'],
@@ -209,6 +216,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.post(
     '/v1/jobs/:id/retry',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: 'Give a failed or cancelled job a fresh attempt budget',
         tags: ['jobs'],
@@ -222,6 +230,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.delete(
     '/v1/jobs/:id',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: "Remove a finished job's record",
         tags: ['jobs'],

@@ -19,21 +19,32 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
     response: { 200: queueSchema, ...problemResponses(400, 401, 413, 415, 503) },
   };
 
-  app.get('/v1/queue', { schema: { summary: 'Depth and capacity', ...queueRoute } }, () => scheduler.queueInfo());
+  app.get('/v1/queue', { config: { scope: 'read' }, schema: { summary: 'Depth and capacity', ...queueRoute } }, () =>
+    scheduler.queueInfo(),
+  );
 
-  app.post('/v1/queue/pause', { schema: { summary: 'Stop dispatching', ...queueAction } }, async () => {
-    await scheduler.pause();
-    return scheduler.queueInfo();
-  });
+  app.post(
+    '/v1/queue/pause',
+    { config: { scope: 'admin' }, schema: { summary: 'Stop dispatching', ...queueAction } },
+    async () => {
+      await scheduler.pause();
+      return scheduler.queueInfo();
+    },
+  );
 
-  app.post('/v1/queue/resume', { schema: { summary: 'Restart dispatching', ...queueAction } }, async () => {
-    await scheduler.resume();
-    return scheduler.queueInfo();
-  });
+  app.post(
+    '/v1/queue/resume',
+    { config: { scope: 'admin' }, schema: { summary: 'Restart dispatching', ...queueAction } },
+    async () => {
+      await scheduler.resume();
+      return scheduler.queueInfo();
+    },
+  );
 
   app.get(
     '/v1/nodes',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'The servers sharing the store, seen within the last three lease periods',
         tags: ['queue'],
@@ -46,6 +57,7 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/tasks',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'The registered tasks',
         tags: ['tasks'],
@@ -64,6 +76,7 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.put(
     '/v1/tasks/:name/limits',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: "Override a task's limits at run time (stored; every server applies them)",
         body: limitsOverrideSchema,
@@ -82,7 +95,7 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
 
   app.delete(
     '/v1/tasks/:name/limits',
-    { schema: { summary: "Return to the task module's own limits", ...limitsRoute } },
+    { config: { scope: 'admin' }, schema: { summary: "Return to the task module's own limits", ...limitsRoute } },
     async (request) => renderTask(await scheduler.setLimits(request.params.name, null)),
   );
 }

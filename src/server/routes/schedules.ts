@@ -22,6 +22,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
   app.put(
     '/v1/schedules/:name',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: 'Create or replace a schedule: a job made on a cron timetable',
         tags: ['schedules'],
@@ -54,6 +55,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
   app.get(
     '/v1/schedules',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'List the schedules, by name',
         tags: ['schedules'],
@@ -66,6 +68,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
   app.get(
     '/v1/schedules/:name',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'A schedule',
         tags: ['schedules'],
@@ -79,6 +82,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
   app.delete(
     '/v1/schedules/:name',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: 'Remove a schedule (its jobs stay)',
         tags: ['schedules'],
@@ -96,6 +100,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
     app.post(
       `/v1/schedules/:name/${action}`,
       {
+        config: { scope: 'admin' },
         schema: {
           summary:
             action === 'pause'
@@ -113,6 +118,7 @@ export function registerScheduleRoutes(app: TypedApp, scheduler: Scheduler): voi
   app.post(
     '/v1/schedules/:name/trigger',
     {
+      config: { scope: 'admin' },
       schema: {
         summary: 'One job of the schedule now, whatever its timetable, overlap rule and pause',
         tags: ['schedules'],

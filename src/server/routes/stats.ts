@@ -8,6 +8,7 @@ export function registerStatsRoutes(app: TypedApp, scheduler: Scheduler): void {
   app.get(
     '/v1/stats',
     {
+      config: { scope: 'read' },
       schema: {
         summary: "This server's throughput and wait and run percentiles per 10-second bucket (kept in memory)",
         tags: ['queue'],

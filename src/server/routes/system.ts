@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { SCOPES } from '../../contract/scopes.js';
+import { tokenSchema } from '../../contract/schemas.js';
 import { KILN_VERSION } from '../../version.js';
 import type { AppOptions } from '../app.js';
 import { problemResponses } from '../openapi.js';
@@ -86,8 +88,22 @@ export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
   );
 
   app.get(
+    '/v1/token',
+    {
+      config: { scope: 'read' },
+      schema: {
+        summary: 'The token this request carries: its name and scopes (what the dashboard may show)',
+        tags: ['system'],
+        response: { 200: tokenSchema, ...problemResponses(401) },
+      },
+    },
+    (request) => request.apiToken ?? { name: null, scopes: [...SCOPES] },
+  );
+
+  app.get(
     '/metrics',
     {
+      config: { scope: 'read' },
       schema: {
         summary: 'Prometheus metrics (text exposition format 0.0.4)',
         tags: ['system'],
