@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { KilnError } from '../client/index.js';
-import { buildProgram, EXIT, UsageError } from './program.js';
+import { buildProgram, EXIT, exitCodeOf, UsageError } from './program.js';
 
 /** `kiln`: the command line (package.json "bin"). Exit codes are documented in program.ts and the README. */
 async function main(): Promise<void> {
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
       process.exitCode = EXIT.usage;
     } else if (error instanceof KilnError) {
       process.stderr.write(`kiln: ${error.detail}\n`);
-      process.exitCode = EXIT.http;
+      process.exitCode = exitCodeOf(error);
     } else {
       throw error;
     }

@@ -4,6 +4,7 @@ import {
   isFinished,
   type Job,
   KilnClient,
+  type KilnError,
   type JobRequest,
   type JobStatus,
   type JobSummary,
@@ -28,10 +29,16 @@ import { ProgressBar } from './progress-bar.js';
  *
  * Exit codes: 0 done (for commands that wait, the job completed); 1 the job failed or
  * was cancelled; 2 the command line is wrong; 3 an HTTP error or the server cannot be
- * reached (the problem's detail is printed on stderr).
+ * reached; 4 the token may not do this (403 forbidden). The problem's detail is
+ * printed on stderr.
  */
 
-export const EXIT = { ok: 0, jobFailed: 1, usage: 2, http: 3 } as const;
+export const EXIT = { ok: 0, jobFailed: 1, usage: 2, http: 3, refused: 4 } as const;
+
+/** The exit code of a failed request: a refusal of the token's scope is told apart from other failures. */
+export function exitCodeOf(error: KilnError): number {
+  return error.status === 403 && error.code === 'forbidden' ? EXIT.refused : EXIT.http;
+}
 
 /** A mistake in the command line found after commander parsed it (a payload that is not JSON, …). */
 export class UsageError extends Error {
@@ -69,7 +76,8 @@ Exit codes:
   0  done (for submit --wait, wait and watch: the job completed)
   1  the job failed or was cancelled
   2  the command line is wrong
-  3  an HTTP error (its problem detail is printed) or the server cannot be reached`,
+  3  an HTTP error (its problem detail is printed) or the server cannot be reached
+  4  the token may not do this: it lacks the scope (the detail names it)`,
     );
 
   const globals = (command: Command): GlobalOptions => command.optsWithGlobals<GlobalOptions>();

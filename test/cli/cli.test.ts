@@ -461,6 +461,58 @@ describe('kiln with tokens', () => {
   });
 });
 
+describe('kiln with scoped tokens', () => {
+  let server: TestServer;
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-cli-tokens-'));
+  before(async () => {
+    const file = join(dir, 'tokens.json');
+    writeFileSync(
+      file,
+      JSON.stringify([
+        { name: 'viewer', token: 'viewer-token', scopes: ['read'] },
+        { name: 'ci', token: 'ci-token', scopes: ['submit'] },
+      ]),
+    );
+    server = await startServer({ KILN_API_TOKENS: 'admin-token', KILN_API_TOKENS_FILE: file });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('exits 4 with the problem detail when the token lacks the scope, and does nothing', async () => {
+    const as = (token: string) => ({ env: { KILN_URL: server.url, KILN_TOKEN: token } });
+    const submitted = await runKiln(['submit', 'noop', '--json'], as('ci-token'));
+    assert.equal(submitted.code, 0, submitted.stderr);
+    const id = (JSON.parse(submitted.stdout) as { id: string }).id;
+
+    const refusedSubmit = await runKiln(['submit', 'noop'], as('viewer-token'));
+    assert.equal(refusedSubmit.code, 4, refusedSubmit.stderr);
+    assert.equal(refusedSubmit.stderr, 'kiln: POST /v1/jobs needs the scope submit; the token "viewer" has read\n');
+    assert.equal(refusedSubmit.stdout, '');
+
+    for (const [args, action] of [
+      [['pause'], 'POST /v1/queue/pause'],
+      [['rm', id], 'DELETE /v1/jobs/{id}'],
+      [['tasks', 'limits', 'noop', '--concurrency', '1'], 'PUT /v1/tasks/{name}/limits'],
+    ] as const) {
+      const refused = await runKiln([...args], as('ci-token'));
+      assert.equal(refused.code, 4, `${args.join(' ')}: ${refused.stderr}`);
+      assert.equal(refused.stderr, `kiln: ${action} needs the scope admin; the token "ci" has submit\n`);
+    }
+    const queue = await runKiln(['queue', '--json'], as('viewer-token'));
+    assert.equal(queue.code, 0, queue.stderr);
+    assert.equal((JSON.parse(queue.stdout) as { paused: boolean }).paused, false, 'the refused pause did nothing');
+    const job = await runKiln(['get', id, '--json'], as('viewer-token'));
+    assert.equal(job.code, 0, 'the refused rm removed nothing');
+
+    // A wrong token is not a refusal of scope: 3, as any other HTTP error.
+    assert.equal((await runKiln(['queue'], as('wrong-token'))).code, 3);
+    assert.equal((await runKiln(['wait', id, '--json'], as('viewer-token'))).code, 0, 'read may wait');
+    assert.equal((await runKiln(['rm', id], as('admin-token'))).code, 0);
+  });
+});
+
 describe('kiln serve', () => {
   it('serves as npm start does and stops on SIGTERM with exit code 0', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'kiln-serve-'));
