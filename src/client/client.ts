@@ -15,8 +15,10 @@ import type {
   Queue,
   Schedule,
   ScheduleRequest,
+  Scope,
   Stats,
   Task,
+  TokenInfo,
 } from './types.js';
 
 /**
@@ -303,6 +305,33 @@ export class KilnClient {
   /** POST /v1/schedules/{name}/trigger: one job now, whatever the timetable says. */
   async triggerSchedule(name: string, options: CallOptions = {}): Promise<Job> {
     return this.#json<Job>({ method: 'POST', path: `${schedulePath(name)}/trigger`, ...signalOf(options) });
+  }
+
+  // ── tokens ───────────────────────────────────────────────────────────────
+
+  /** GET /v1/token: the name of the token this client sends and every scope it holds. */
+  async token(options: CallOptions = {}): Promise<TokenInfo> {
+    return this.#json<TokenInfo>({ path: '/v1/token', ...signalOf(options) });
+  }
+
+  /**
+   * The scope each operation needs, as the server's OpenAPI document declares it, by
+   * `METHOD /path` as the document writes it: `'POST /v1/jobs/{id}/cancel'` → `'admin'`.
+   * A token may take an operation when its scopes (`token()`) hold that one.
+   */
+  async operationScopes(options: CallOptions = {}): Promise<Map<string, Scope>> {
+    const document = await this.#json<{ paths?: Record<string, Record<string, { 'x-kiln-scope'?: Scope }>> }>({
+      path: '/openapi.json',
+      ...signalOf(options),
+    });
+    const scopes = new Map<string, Scope>();
+    for (const [path, operations] of Object.entries(document.paths ?? {})) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const scope = operation['x-kiln-scope'];
+        if (scope !== undefined) scopes.set(`${method.toUpperCase()} ${path}`, scope);
+      }
+    }
+    return scopes;
   }
 
   // ── system ───────────────────────────────────────────────────────────────

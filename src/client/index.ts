@@ -18,9 +18,11 @@ export type {
   Problem,
   Queue,
   Schedule,
+  Scope,
   ScheduleRequest,
   Stats,
   StatsBucket,
   StatsFigures,
   Task,
+  TokenInfo,
 } from './types.js';

@@ -14,7 +14,9 @@ import type {
   scheduleSchema,
   statsSchema,
   taskSchema,
+  tokenSchema,
 } from '../contract/schemas.js';
+import type { Scope } from '../contract/scopes.js';
 import type { JobStatus } from '../contract/job.js';
 
 /**
@@ -23,7 +25,7 @@ import type { JobStatus } from '../contract/job.js';
  * server reaches the client's JavaScript).
  */
 
-export type { JobStatus };
+export type { JobStatus, Scope };
 
 export type JobRequest = z.input<typeof jobRequestSchema>;
 export type BatchItem = z.input<typeof batchItemSchema>;
@@ -36,6 +38,8 @@ export type Queue = z.output<typeof queueSchema>;
 export type Task = z.output<typeof taskSchema>;
 export type LimitsOverride = z.input<typeof limitsOverrideSchema>;
 export type KilnNode = z.output<typeof nodesSchema>['nodes'][number];
+/** GET /v1/token: the token's name (null: the API has no tokens) and every scope it holds. */
+export type TokenInfo = z.output<typeof tokenSchema>;
 
 export interface ListFilter {
   /** One status or several (any of them). */

@@ -249,7 +249,9 @@ export const tokenSchema = z.object({
   name: z.string().nullable().describe('How logs name the token; null when the API has no tokens.'),
   scopes: z
     .array(z.enum(SCOPES))
-    .describe('What the token may do: read, submit (read and submit jobs), admin (everything).'),
+    .describe(
+      'Every scope the token holds, those its given scopes include too: read; submit (read and submit jobs); admin (everything).',
+    ),
 });
 
 export const nodesSchema = z.object({

@@ -124,6 +124,48 @@ export const api = {
 };
 
 /**
+ * The operation each action of the dashboard calls, as the OpenAPI document names it.
+ * The scope it needs is not written here: it is read from the server's document.
+ */
+const OPERATIONS = {
+  cancel: 'POST /v1/jobs/{id}/cancel',
+  retry: 'POST /v1/jobs/{id}/retry',
+  remove: 'DELETE /v1/jobs/{id}',
+  pause: 'POST /v1/queue/pause',
+  resume: 'POST /v1/queue/resume',
+  setLimits: 'PUT /v1/tasks/{name}/limits',
+  resetLimits: 'DELETE /v1/tasks/{name}/limits',
+  pauseSchedule: 'POST /v1/schedules/{name}/pause',
+  resumeSchedule: 'POST /v1/schedules/{name}/resume',
+  triggerSchedule: 'POST /v1/schedules/{name}/trigger',
+} as const;
+export type Action = keyof typeof OPERATIONS;
+
+/** What the tab's token may do: its name (null: the API is open) and the actions its scopes allow. */
+export interface Permissions {
+  token: string | null;
+  scopes: readonly string[];
+  may(action: Action): boolean;
+}
+
+/**
+ * The token's scopes (GET /v1/token) against the scope each action's operation needs
+ * (the OpenAPI document). An operation the document gives no scope is left to the
+ * server to refuse.
+ */
+export async function loadPermissions(): Promise<Permissions> {
+  const [token, needs] = await call((kiln) => Promise.all([kiln.token(), kiln.operationScopes()]));
+  return {
+    token: token.name,
+    scopes: token.scopes,
+    may: (action) => {
+      const needed = needs.get(OPERATIONS[action]);
+      return needed === undefined || token.scopes.includes(needed);
+    },
+  };
+}
+
+/**
  * Follows GET /v1/jobs/{id}/events until the job is finished or `signal` aborts,
  * calling `onJob` with each state and `onRetry` with the server's reconnection hint
  * (`retry:`). EventSource cannot send an Authorization header, so the client reads the

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, asProblem, type Job, type KilnError, TERMINAL_STATUSES, watchJob } from './api.js';
+import { useMay } from './permissions.js';
 import { confirmed, duration, html, Json, Problem, Section, StatusBadge, time, useAction, useLoad } from './view.js';
 
 /** How long to wait before following a job's events again after the stream broke off, unless the server said (`retry:`). */
@@ -18,6 +19,7 @@ export function JobPage({ id }: { id: string }) {
   // Bumped to read and follow the job again (after an action, or a broken stream).
   const [round, setRound] = useState(0);
   const action = useAction();
+  const may = useMay();
 
   useEffect(() => {
     const stop = new AbortController();
@@ -79,30 +81,42 @@ export function JobPage({ id }: { id: string }) {
       ${live ? html`<span class="live" title="following the job's events">live</span>` : null}
     </h1>
     <div class="actions">
-      <button
-        class="danger"
-        disabled=${terminal || action.busy}
-        onClick=${() => confirmed('Cancel this job?') && action.run(() => api.cancel(id), again)}
-      >
-        Cancel
-      </button>
-      <button disabled=${!canRetry || action.busy} onClick=${() => action.run(() => api.retry(id), again)}>
-        Retry
-      </button>
-      <button
-        class="secondary"
-        disabled=${!terminal || action.busy}
-        onClick=${() =>
-          confirmed('Delete this job’s record?') &&
-          action.run(
-            () => api.remove(id),
-            () => {
-              location.hash = '#/jobs';
-            },
-          )}
-      >
-        Delete
-      </button>
+      ${
+        may('cancel')
+          ? html`<button
+              class="danger"
+              disabled=${terminal || action.busy}
+              onClick=${() => confirmed('Cancel this job?') && action.run(() => api.cancel(id), again)}
+            >
+              Cancel
+            </button>`
+          : null
+      }
+      ${
+        may('retry')
+          ? html`<button disabled=${!canRetry || action.busy} onClick=${() => action.run(() => api.retry(id), again)}>
+              Retry
+            </button>`
+          : null
+      }
+      ${
+        may('remove')
+          ? html`<button
+              class="secondary"
+              disabled=${!terminal || action.busy}
+              onClick=${() =>
+                confirmed('Delete this job’s record?') &&
+                action.run(
+                  () => api.remove(id),
+                  () => {
+                    location.hash = '#/jobs';
+                  },
+                )}
+            >
+              Delete
+            </button>`
+          : null
+      }
     </div>
     <${Problem} error=${action.error ?? error} />
     <div class="grid">

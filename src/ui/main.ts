@@ -1,10 +1,20 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, forgetToken, KilnError, onUnauthorized, saveToken, storedToken } from './api.js';
+import {
+  api,
+  forgetToken,
+  KilnError,
+  loadPermissions,
+  onUnauthorized,
+  type Permissions,
+  saveToken,
+  storedToken,
+} from './api.js';
 import { JobPage } from './job-page.js';
 import { JobsPage } from './jobs-page.js';
 import { NodesPage } from './nodes-page.js';
 import { OverviewPage } from './overview-page.js';
+import { NO_PERMISSIONS, PermissionsContext } from './permissions.js';
 import { SchedulesPage } from './schedules-page.js';
 import { TasksPage } from './tasks-page.js';
 import { html } from './view.js';
@@ -97,6 +107,20 @@ function App() {
   // Bumped when a token is accepted: the page is mounted afresh and loads again.
   const [session, setSession] = useState(0);
   useEffect(() => onUnauthorized(() => setNeedToken(true)), []);
+  // What the token may do, asked again whenever a token is accepted.
+  const [permissions, setPermissions] = useState<Permissions>(NO_PERMISSIONS);
+  useEffect(() => {
+    if (needToken) return undefined;
+    let current = true;
+    loadPermissions().then(
+      (loaded) => current && setPermissions(loaded),
+      // Unknown: every action is shown, and the server refuses what the token may not do.
+      () => current && setPermissions({ token: null, scopes: [], may: () => true }),
+    );
+    return () => {
+      current = false;
+    };
+  }, [session, needToken]);
   const signOut = () => {
     forgetToken();
     setNeedToken(true);
@@ -108,6 +132,13 @@ function App() {
           (item) => html`<a href=${item.href} class=${item.match(route.path) ? 'active' : ''}>${item.label}</a>`,
         )}
       </nav>
+      ${
+        permissions.token === null || needToken
+          ? null
+          : html`<span class="token-name" data-testid="token-name" title="the token's scopes"
+              >${permissions.token} (${permissions.scopes.join(', ')})</span
+            >`
+      }
       ${
         storedToken() === null || needToken
           ? null
@@ -123,7 +154,9 @@ function App() {
                 setSession((n) => n + 1);
               }}
             />`
-          : html`<${Page} key=${`${session}:${route.path}`} route=${route} />`
+          : html`<${PermissionsContext.Provider} value=${permissions}>
+              <${Page} key=${`${session}:${route.path}`} route=${route} />
+            <//>`
       }
     </main>`;
 }

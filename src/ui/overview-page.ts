@@ -1,6 +1,7 @@
 import { useMemo, useState } from 'preact/hooks';
 import { api, JOB_STATUSES, type Stats } from './api.js';
 import { Chart } from './chart.js';
+import { useMay } from './permissions.js';
 import { duration, html, Problem, Section, useAction, useLoad } from './view.js';
 
 const REFRESH_MS = 2000;
@@ -21,6 +22,7 @@ export function OverviewPage() {
   const [windowSeconds, setWindowSeconds] = useState(900);
   const stats = useLoad(() => api.stats(windowSeconds), `stats:${windowSeconds}`, REFRESH_MS * 2);
   const action = useAction();
+  const may = useMay();
   const q = queue.data;
   const s = stats.data;
   const perSecond = (n: number) => n / (s?.bucketSeconds ?? 10);
@@ -54,12 +56,16 @@ export function OverviewPage() {
                   <dd data-testid="pending">${q.pending} / ${q.capacity}</dd>
                 </div>
               </dl>
-              <button
-                disabled=${action.busy}
-                onClick=${() => action.run(() => (q.paused ? api.resume() : api.pause()), queue.reload)}
-              >
-                ${q.paused ? 'Resume dispatch' : 'Pause dispatch'}
-              </button>
+              ${
+                may(q.paused ? 'resume' : 'pause')
+                  ? html`<button
+                      disabled=${action.busy}
+                      onClick=${() => action.run(() => (q.paused ? api.resume() : api.pause()), queue.reload)}
+                    >
+                      ${q.paused ? 'Resume dispatch' : 'Pause dispatch'}
+                    </button>`
+                  : null
+              }
             <//>
             <${Section} title="Jobs by status">
               <ul class="counts">

@@ -1,4 +1,5 @@
 import { api } from './api.js';
+import { useMay } from './permissions.js';
 import { html, Problem, time, useAction, useLoad } from './view.js';
 
 const REFRESH_MS = 5000;
@@ -6,6 +7,7 @@ const REFRESH_MS = 5000;
 export function SchedulesPage() {
   const schedules = useLoad(() => api.schedules(), 'schedules', REFRESH_MS);
   const action = useAction();
+  const may = useMay();
   const list = schedules.data ?? [];
   return html`<h1>Schedules</h1>
     <${Problem} error=${schedules.error ?? action.error} />
@@ -46,26 +48,35 @@ export function SchedulesPage() {
                   }
                 </td>
                 <td class="row-actions">
-                  <button
-                    disabled=${action.busy}
-                    onClick=${() =>
-                      action.run(
-                        () => (schedule.paused ? api.resumeSchedule(schedule.name) : api.pauseSchedule(schedule.name)),
-                        schedules.reload,
-                      )}
-                  >
-                    ${schedule.paused ? 'Resume' : 'Pause'}
-                  </button>
-                  <button
-                    disabled=${action.busy}
-                    onClick=${() =>
-                      action.run(async () => {
-                        const job = await api.triggerSchedule(schedule.name);
-                        location.hash = `#/jobs/${job.id}`;
-                      })}
-                  >
-                    Trigger now
-                  </button>
+                  ${
+                    may(schedule.paused ? 'resumeSchedule' : 'pauseSchedule')
+                      ? html`<button
+                          disabled=${action.busy}
+                          onClick=${() =>
+                            action.run(
+                              () =>
+                                schedule.paused ? api.resumeSchedule(schedule.name) : api.pauseSchedule(schedule.name),
+                              schedules.reload,
+                            )}
+                        >
+                          ${schedule.paused ? 'Resume' : 'Pause'}
+                        </button>`
+                      : null
+                  }
+                  ${
+                    may('triggerSchedule')
+                      ? html`<button
+                          disabled=${action.busy}
+                          onClick=${() =>
+                            action.run(async () => {
+                              const job = await api.triggerSchedule(schedule.name);
+                              location.hash = `#/jobs/${job.id}`;
+                            })}
+                        >
+                          Trigger now
+                        </button>`
+                      : null
+                  }
                 </td>
               </tr>`,
           )}

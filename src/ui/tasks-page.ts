@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, type Task, type TaskLimits } from './api.js';
+import { useMay } from './permissions.js';
 import { duration, html, Problem, useAction, useLoad } from './view.js';
 
 const REFRESH_MS = 3000;
@@ -12,7 +13,7 @@ function limitsText(limits: TaskLimits): string {
 }
 
 /** An empty field means "no such limit" (null); the form always sends both fields. */
-function LimitsForm({ task, onSaved }: { task: Task; onSaved: () => void }) {
+function LimitsForm({ task, onSaved, canReset }: { task: Task; onSaved: () => void; canReset: boolean }) {
   const [concurrency, setConcurrency] = useState(String(task.limits.concurrency ?? ''));
   const [max, setMax] = useState(String(task.limits.rateLimit?.max ?? ''));
   const [perMs, setPerMs] = useState(String(task.limits.rateLimit?.perMs ?? ''));
@@ -45,20 +46,25 @@ function LimitsForm({ task, onSaved }: { task: Task; onSaved: () => void }) {
       <input name="perMs" inputmode="numeric" size="7" placeholder="—" value=${perMs} onInput=${value(setPerMs)}
     /></label>
     <button type="submit" disabled=${action.busy}>Set</button>
-    <button
-      type="button"
-      class="secondary"
-      disabled=${action.busy || task.override === null}
-      onClick=${() => action.run(() => api.resetLimits(task.name), onSaved)}
-    >
-      Module's own
-    </button>
+    ${
+      canReset
+        ? html`<button
+            type="button"
+            class="secondary"
+            disabled=${action.busy || task.override === null}
+            onClick=${() => action.run(() => api.resetLimits(task.name), onSaved)}
+          >
+            Module's own
+          </button>`
+        : null
+    }
     <${Problem} error=${action.error} />
   </form>`;
 }
 
 export function TasksPage() {
   const tasks = useLoad(() => api.tasks(), 'tasks', REFRESH_MS);
+  const may = useMay();
   return html`<h1>Tasks</h1>
     <${Problem} error=${tasks.error} />
     <div class="task-list">
@@ -74,7 +80,16 @@ export function TasksPage() {
               Limits in force: <strong data-testid="limits">${limitsText(task.limits)}</strong>
               ${task.override === null ? html`<span class="muted"> (the module's own)</span>` : html`<span class="badge">override</span>`}
             </p>
-            <${LimitsForm} key=${JSON.stringify(task.limits)} task=${task} onSaved=${tasks.reload} />
+            ${
+              may('setLimits')
+                ? html`<${LimitsForm}
+                    key=${JSON.stringify(task.limits)}
+                    task=${task}
+                    onSaved=${tasks.reload}
+                    canReset=${may('resetLimits')}
+                  />`
+                : null
+            }
           </section>`,
       )}
     </div>`;

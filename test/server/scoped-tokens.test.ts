@@ -129,7 +129,7 @@ for (const store of ['sqlite', 'postgres'] as const) {
       assert.equal(wrong.body.code, 'unauthorized');
     });
 
-    it('tells a token its name and scopes', async () => {
+    it('tells a token its name and every scope it holds', async () => {
       const answers = await Promise.all(
         [SECRETS.viewer, SECRETS.ci, SECRETS.env].map((secret) =>
           server.request('GET', '/v1/token', undefined, bearer(secret)),
@@ -139,7 +139,7 @@ for (const store of ['sqlite', 'postgres'] as const) {
         answers.map((answer) => answer.body),
         [
           { name: 'viewer', scopes: ['read'] },
-          { name: 'ci', scopes: ['submit'] },
+          { name: 'ci', scopes: ['read', 'submit'] },
           { name: 'env:1', scopes: ['read', 'submit', 'admin'] },
         ],
       );

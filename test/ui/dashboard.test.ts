@@ -339,3 +339,84 @@ describe('dashboard with API tokens', { skip: browserSkipReason() ?? false }, ()
     await context.close();
   });
 });
+
+describe('dashboard with a read token', { skip: browserSkipReason() ?? false }, () => {
+  let browser: Browser;
+  let server: TestServer;
+  let dir: string;
+  const admin = { authorization: 'Bearer admin-token' };
+
+  before(async () => {
+    browser = await launchChromium();
+    dir = mkdtempSync(join(tmpdir(), 'kiln-ui-'));
+    const file = join(dir, 'tokens.json');
+    writeFileSync(file, JSON.stringify([{ name: 'viewer', token: 'viewer-token', scopes: ['read'] }]));
+    server = await startServer({ KILN_THREADS: '1', KILN_API_TOKENS: 'admin-token', KILN_API_TOKENS_FILE: file });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A tab signed in with `token`, on `hash`. */
+  async function openAs(
+    token: string,
+    hash: string,
+  ): Promise<{ page: Page; errors: string[]; close(): Promise<void> }> {
+    const context = await browser.newContext();
+    await context.addInitScript({ content: `sessionStorage.setItem('kiln.token', ${JSON.stringify(token)})` });
+    const page = await context.newPage();
+    const errors = pageErrors(page);
+    await page.goto(`${server.url}/ui/${hash}`);
+    return { page, errors, close: () => context.close() };
+  }
+
+  it('shows the same pages without the actions the token may not take', async () => {
+    const created = await server.request('POST', '/v1/jobs', { type: 'noop' }, admin);
+    assert.equal(created.status, 201, created.text);
+    const id = created.body.id as string;
+    assert.equal((await server.request('GET', `/v1/jobs/${id}?wait=30`, undefined, admin)).body.status, 'completed');
+    const schedule = await server.request(
+      'PUT',
+      '/v1/schedules/nightly',
+      { cron: '0 3 * * *', job: { type: 'noop' } },
+      admin,
+    );
+    assert.equal(schedule.status, 201, schedule.text);
+
+    // Each page with its data, as the admin token sees it and as the read token does.
+    const pages = [
+      { hash: '#/', ready: '[data-testid=threads]', actions: ['Pause dispatch'] },
+      { hash: `#/jobs/${id}`, ready: '.job-title .badge', actions: ['Cancel', 'Retry', 'Delete'] },
+      { hash: '#/tasks', ready: '[data-task=noop] [data-testid=limits]', actions: ['Set', "Module's own"] },
+      {
+        hash: '#/schedules',
+        ready: '[data-schedule=nightly] [data-testid=schedule-state]',
+        actions: ['Pause', 'Trigger now'],
+      },
+    ];
+    for (const [token, name, shown] of [
+      ['admin-token', 'env:1 (read, submit, admin)', true],
+      ['viewer-token', 'viewer (read)', false],
+    ] as const) {
+      for (const { hash, ready, actions } of pages) {
+        const { page, errors, close } = await openAs(token, hash);
+        await page.locator(ready).first().waitFor();
+        // The token's name and scopes in the header: its permissions are loaded.
+        await waitForText(page, '[data-testid=token-name]', name);
+        for (const action of actions) {
+          const button = page.locator('main').getByRole('button', { name: action, exact: true });
+          if (shown) await button.first().waitFor();
+          else assert.equal(await button.count(), 0, `${token} on ${hash}: ${action} is shown`);
+        }
+        assert.deepEqual(errors, [], `${token} on ${hash}`);
+        await close();
+      }
+    }
+    // Nothing the read token saw changed anything.
+    assert.equal((await server.request('GET', `/v1/jobs/${id}`, undefined, admin)).status, 200);
+    assert.equal((await server.request('GET', '/v1/schedules/nightly', undefined, admin)).body.paused, false);
+  });
+});

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SCOPES } from '../../contract/scopes.js';
+import { grants, SCOPES } from '../../contract/scopes.js';
 import { tokenSchema } from '../../contract/schemas.js';
 import { KILN_VERSION } from '../../version.js';
 import type { AppOptions } from '../app.js';
@@ -92,12 +92,18 @@ export function registerSystemRoutes(app: TypedApp, options: AppOptions): void {
     {
       config: { scope: 'read' },
       schema: {
-        summary: 'The token this request carries: its name and scopes (what the dashboard may show)',
+        summary: 'The token this request carries: its name and every scope it holds (what the dashboard may show)',
         tags: ['system'],
         response: { 200: tokenSchema, ...problemResponses(401) },
       },
     },
-    (request) => request.apiToken ?? { name: null, scopes: [...SCOPES] },
+    (request) => {
+      const token = request.apiToken;
+      // Every scope the token holds, those its given scopes include too: a client need
+      // not know how scopes nest to tell whether an operation's scope is among them.
+      if (token === null) return { name: null, scopes: [...SCOPES] };
+      return { name: token.name, scopes: SCOPES.filter((scope) => grants(token.scopes, scope)) };
+    },
   );
 
   app.get(
