@@ -26,26 +26,46 @@ const README_URL = 'http://127.0.0.1:3000';
 interface Step {
   script: string;
   expected: string;
+  /** The README's text between the block before and this step's own. */
+  prose: string;
 }
 
-/** The tour's shell blocks, each with the output block that follows it. */
+/** The tour's shell blocks, each with the output block that follows it and the text before it. */
 function tourSteps(): Step[] {
   const start = README.indexOf('## A two-minute tour');
   const end = README.indexOf('\n## ', start + 1);
   assert.ok(start >= 0 && end > start, 'the README has its tour');
-  const blocks = [...README.slice(start, end).matchAll(/```(\w*)\n([\s\S]*?)```/g)].map((m) => ({
-    lang: m[1] ?? '',
-    body: m[2] ?? '',
-  }));
+  const tour = README.slice(start, end);
+  let last = 0;
+  const blocks = [...tour.matchAll(/```(\w*)\n([\s\S]*?)```/g)].map((m) => {
+    const prose = tour.slice(last, m.index);
+    last = m.index + m[0].length;
+    return { lang: m[1] ?? '', body: m[2] ?? '', prose };
+  });
   const steps: Step[] = [];
   for (let i = 0; i < blocks.length; i++) {
-    const block = blocks[i] as { lang: string; body: string };
+    const block = blocks[i] as { lang: string; body: string; prose: string };
     if (block.lang !== 'sh') continue;
     const next = blocks[i + 1];
     assert.ok(next !== undefined && next.lang !== 'sh', `the block after the README's step ${steps.length + 1}`);
-    steps.push({ script: block.body, expected: next.body });
+    steps.push({ script: block.body, expected: next.body, prose: block.prose });
   }
   return steps;
+}
+
+/**
+ * The variables the README says to start the server again with ("Start it again with
+ * `KILN_API_TOKENS_FILE=tokens.json npm start`"), files named relative to the tour's directory.
+ */
+function restartEnv(prose: string, dir: string): Record<string, string> {
+  const line = /Start it again(?: with `((?:[A-Z_]+=\S+ )*)npm start`| \(`npm start`\))/.exec(prose);
+  assert.ok(line !== null, `the README says how to start the server again:\n${prose}`);
+  const env: Record<string, string> = {};
+  for (const pair of (line[1] ?? '').trim().split(' ').filter(Boolean)) {
+    const [name = '', value = ''] = pair.split('=', 2);
+    env[name] = name.endsWith('_FILE') ? join(dir, value) : value;
+  }
+  return env;
 }
 
 /** What no two runs print alike, masked; the rest must be the same to the letter. */
@@ -118,11 +138,14 @@ describe('the README tour, pasted as it is', () => {
       } else {
         assert.equal(actual, expected, `step ${n + 1}:\n${script}`);
       }
-      if (script.includes('kill -9')) {
-        // "Start it again": the same file on the same port.
+      if (/^kill /m.test(script)) {
+        // "Start it again": the same file on the same port, with what the README adds.
         const exit = await server.exited;
-        assert.equal(exit.signal, 'SIGKILL');
-        server = await spawnKiln(env);
+        if (script.includes('kill -9')) assert.equal(exit.signal, 'SIGKILL');
+        else assert.deepEqual(exit, { code: 0, signal: null }, 'a kill drains and exits 0');
+        const following = steps[n + 1];
+        assert.ok(following !== undefined, `a step follows the kill of step ${n + 1}`);
+        server = await spawnKiln({ ...env, ...restartEnv(following.prose, dir) });
       }
     }
     t.diagnostic(`${steps.length} steps replayed`);
