@@ -244,6 +244,35 @@ describe('the typed client with tokens', () => {
   });
 });
 
+describe('the typed client with scoped tokens', () => {
+  let server: TestServer;
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-client-tokens-'));
+  before(async () => {
+    const file = join(dir, 'tokens.json');
+    writeFileSync(file, JSON.stringify([{ name: 'ci', token: 'ci-token', scopes: ['submit'] }]));
+    server = await startServer({ KILN_API_TOKENS_FILE: file });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('tells its token, the scope of each operation, and throws 403 forbidden naming the scope', async () => {
+    const client = new KilnClient({ url: server.url, token: 'ci-token' });
+    assert.deepEqual(await client.token(), { name: 'ci', scopes: ['read', 'submit'] });
+    const scopes = await client.operationScopes();
+    assert.equal(scopes.get('GET /v1/jobs/{id}'), 'read');
+    assert.equal(scopes.get('POST /v1/jobs'), 'submit');
+    assert.equal(scopes.get('POST /v1/jobs/{id}/cancel'), 'admin');
+    assert.equal(scopes.get('GET /health'), undefined, 'an open route needs none');
+    const job = await client.submit({ type: 'noop' });
+    const refused = await caught(client.cancel(job.id));
+    assert.equal(refused.status, 403);
+    assert.equal(refused.code, 'forbidden');
+    assert.equal(refused.detail, 'POST /v1/jobs/{id}/cancel needs the scope admin; the token "ci" has submit');
+  });
+});
+
 describe('the typed client retrying 429 from a real server', () => {
   let server: TestServer;
   before(async () => {
