@@ -98,6 +98,9 @@ export function loadApiTokens(envTokens: readonly string[], file: string | null)
     const fail = (reason: string): never => {
       throw new Error(`${where}: ${label} ${reason}`);
     };
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      fail('must be an object { "name", "token" or "sha256", "scopes" }');
+    }
     const result = entrySchema.safeParse(raw);
     if (!result.success) {
       const issue = result.error.issues[0];

@@ -171,6 +171,7 @@ describe('KILN_API_TOKENS_FILE', () => {
       'entry 1 ("again") has the same secret as token 2 of KILN_API_TOKENS',
     ],
     ['no list', { name: 'ci' }, {}, 'must hold a JSON list'],
+    ['an entry that is not an object', [entry, 'ci-secret'], {}, 'entry 2 must be an object'],
     ['an empty list', [], {}, 'holds no token'],
     ['text that is not JSON', '[{"name": "ci", "token": "ci-secret",}]', {}, 'is not JSON (line 1, column 38)'],
   ] as const) {
