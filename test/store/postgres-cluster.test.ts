@@ -333,22 +333,37 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       );
       await db.query(`ANALYZE "${schema}".jobs`);
       const sql = claimStatements(schema);
-      const explain = async (text: string, params: unknown[]) => {
+      // The statements are prepared: after five runs PostgreSQL may keep a generic plan,
+      // planned without the values, so that plan is checked as well as the one for them.
+      const explain = async (text: string, params: readonly unknown[], generic: boolean) => {
         await db.query('BEGIN');
         try {
-          const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+          if (!generic) {
+            const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, [...params]);
+            return JSON.stringify(plan.rows[0]?.['QUERY PLAN']);
+          }
+          await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+          await db.query(`PREPARE claim_plan AS ${text}`);
+          const values = params.map((value) => (typeof value === 'string' ? `'${value}'` : String(value)));
+          const plan = await db.query<{ 'QUERY PLAN': unknown }>(
+            `EXPLAIN (FORMAT JSON) EXECUTE claim_plan(${values.join(', ')})`,
+          );
           return JSON.stringify(plan.rows[0]?.['QUERY PLAN']);
         } finally {
           await db.query('ROLLBACK');
+          await db.query('DEALLOCATE ALL');
         }
       };
-      for (const [name, text, params] of [
+      for (const [name, statement, params] of [
         ['claim', sql.claim, ['n', 10, 1000]],
         ['micro-batch candidates', sql.claimCandidates, [64]],
       ] as const) {
-        const plan = await explain(text, [...params]);
-        assert.match(plan, /"Index Name":"jobs_claim"/, `${name} reads jobs_claim: ${plan}`);
-        assert.doesNotMatch(plan, /"Node Type":"Sort"/, `${name} sorts: ${plan}`);
+        for (const generic of [false, true]) {
+          const plan = await explain(statement.text, params, generic);
+          const which = `${name} (${generic ? 'generic' : 'custom'} plan)`;
+          assert.match(plan, /"Index Name":"jobs_claim"/, `${which} reads jobs_claim: ${plan}`);
+          assert.doesNotMatch(plan, /"Node Type":"Sort"/, `${which} sorts: ${plan}`);
+        }
       }
     } finally {
       await db.end();

@@ -15,7 +15,8 @@ import type { StoreContext } from './context.js';
 import type { TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { prefixed } from './sql.js';
+import { prefixed, prepared } from './sql.js';
+import { run } from './connection.js';
 
 /** Candidates read by a micro-batched claim at most. */
 const MAX_CANDIDATES = 512;
@@ -45,7 +46,7 @@ export function claimStatements(schema: string) {
      * claimers hold, become running under the owner's lease ($1, $3 ms). Nothing while
      * dispatch is paused cluster-wide.
      */
-    claim: `
+    claim: prepared(`
 WITH picked AS MATERIALIZED (
   SELECT id, started_at AS previous_start FROM ${s}.jobs
   WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
@@ -56,16 +57,16 @@ UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at
   prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id
-RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`),
     /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
-    claimCandidates: `
+    claimCandidates: prepared(`
 SELECT id::text AS id, type FROM ${s}.jobs
 WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
 ORDER BY priority DESC, round, ready_at, ready_seq
 LIMIT $1
-FOR UPDATE SKIP LOCKED`,
+FOR UPDATE SKIP LOCKED`),
     /** The chosen candidates, found by id alone (never by status: see the finish function). */
-    claimIds: `
+    claimIds: prepared(`
 WITH picked AS MATERIALIZED (
   SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
     SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
@@ -74,7 +75,7 @@ UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at
   prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id AND j.status = 'queued'
-RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`),
     /**
      * Candidates under priority aging ($4 ms a level): a job's effective priority is
      * least(9, priority + waited / $4), which no index orders. A level ages as its first
@@ -220,11 +221,11 @@ export class PgClaim {
     // The candidates must come in index order; a planner without statistics for a young
     // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
     return this.#ctx.db.transaction(async (client) => {
-      const candidates = (await client.query<{ id: string; type: string }>(this.#sql.claimCandidates, [limit])).rows;
+      const candidates = (await run<{ id: string; type: string }>(client, this.#sql.claimCandidates, [limit])).rows;
       const groups = formBatches(candidates, request.batches, micro);
       const ids = groups.flat();
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
-      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups };
     }, 'BEGIN; SET LOCAL enable_sort = off');
   }
@@ -243,7 +244,7 @@ export class PgClaim {
       const formed = formBatches(candidates, request.batches, micro);
       const ids = formed.flat();
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
-      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups: formed };
     }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
   }
@@ -310,7 +311,7 @@ export class PgClaim {
         passed = (await client.query<{ type: string }>(this.#sql.queuedTypes, [held])).rows.map((row) => row.type);
       }
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
-      const claimed = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const claimed = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       const rated = claimed.filter((row) => limits.get(row.type)?.rateLimit != null).map((row) => row.type);
       if (rated.length > 0) {
         await client.query(this.#sql.forgetStarts, [limited, perMs]);
