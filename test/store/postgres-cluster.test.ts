@@ -244,7 +244,13 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
     async () => {
       const { schema, nodes } = await cluster(2);
       const [owner, peer] = nodes as [PostgresStore, PostgresStore];
-      const input = job({ maxAttempts: 3, priority: 9 });
+      // The rescued job's retry waits a minute: else, on a slow machine, it is due again
+      // before the last claim and comes first.
+      const input = job({
+        maxAttempts: 3,
+        priority: 9,
+        backoff: { initialMs: 60_000, factor: 2, maxMs: 60_000, jitter: 'none' },
+      });
       const lookAhead = job({ maxAttempts: 1 });
       await insert(owner, [input, lookAhead]);
       const claimed = await owner.claim({ owner: 'owner', leaseMs: 60_000, batches: 2, micro: null });
@@ -487,6 +493,49 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       const second = await b.claim({ ...request('node-b'), passedOver: (type: string) => passed.push(type) });
       assert.deepEqual(second, [], 'the other server holds the one place and took both tokens');
       assert.deepEqual(passed.sort(), ['test.held', 'test.rated']);
+    },
+  );
+
+  it(
+    'records the starts of a rate-limited type with its claim, and forgets those that left the window',
+    { timeout: 60_000 },
+    async () => {
+      const { schema, nodes } = await cluster(2);
+      const [a, b] = nodes as [PostgresStore, PostgresStore];
+      await insert(a, [job({ type: 'test.rated' }), job({ type: 'test.rated' }), job({ type: 'test.echo' })]);
+      const limits = new Map([['test.rated', { concurrency: null, rateLimit: { max: 1, perMs: 3_600_000 } }]]);
+      const request = (owner: string) => ({
+        owner,
+        leaseMs: 30_000,
+        batches: 5,
+        micro: null,
+        allowance: new Map([['test.rated', 1]]),
+        limits,
+        types: ['test.rated', 'test.echo'],
+      });
+      const types = async (store: PostgresStore, owner: string) =>
+        (await store.claim(request(owner)))
+          .flat()
+          .map((j) => j.type)
+          .sort();
+      const db = await connect();
+      try {
+        const starts = async () =>
+          (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".rate_starts`)).rows[0]?.n;
+        assert.deepEqual(await types(a, 'node-a'), ['test.echo', 'test.rated']);
+        assert.equal(await starts(), 1, 'the claim recorded its start');
+        assert.deepEqual(await types(b, 'node-b'), [], 'the window holds one start');
+        // The start leaves the window: the next claim takes the type again, and forgets it.
+        await db.query(`UPDATE "${schema}".rate_starts SET at = at - 3600001`);
+        assert.deepEqual(await types(b, 'node-b'), ['test.rated']);
+        assert.equal(await starts(), 1, 'the old start forgotten, the new one recorded');
+        const newest = await db.query<{ fresh: boolean }>(
+          `SELECT at > "${schema}".now_ms() - 3600000 AS fresh FROM "${schema}".rate_starts`,
+        );
+        assert.equal(newest.rows[0]?.fresh, true);
+      } finally {
+        await db.end();
+      }
     },
   );
 
