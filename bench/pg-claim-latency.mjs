@@ -171,8 +171,8 @@ async function explain(client, text, values) {
 async function claimPlans(client, schema) {
   const sql = await claimStatements(schema);
   return {
-    claim: await explain(client, sql.claim, ['bench-explain', 2, 30_000]),
-    claimCandidates: await explain(client, sql.claimCandidates, [128]),
+    claim: await explain(client, sql.claim.text, ['bench-explain', 2, 30_000]),
+    claimCandidates: await explain(client, sql.claimCandidates.text, [128]),
   };
 }
 

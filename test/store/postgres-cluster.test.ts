@@ -244,7 +244,13 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
     async () => {
       const { schema, nodes } = await cluster(2);
       const [owner, peer] = nodes as [PostgresStore, PostgresStore];
-      const input = job({ maxAttempts: 3, priority: 9 });
+      // The rescued job's retry waits a minute: else, on a slow machine, it is due again
+      // before the last claim and comes first.
+      const input = job({
+        maxAttempts: 3,
+        priority: 9,
+        backoff: { initialMs: 60_000, factor: 2, maxMs: 60_000, jitter: 'none' },
+      });
       const lookAhead = job({ maxAttempts: 1 });
       await insert(owner, [input, lookAhead]);
       const claimed = await owner.claim({ owner: 'owner', leaseMs: 60_000, batches: 2, micro: null });
@@ -333,22 +339,37 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       );
       await db.query(`ANALYZE "${schema}".jobs`);
       const sql = claimStatements(schema);
-      const explain = async (text: string, params: unknown[]) => {
+      // The statements are prepared: after five runs PostgreSQL may keep a generic plan,
+      // planned without the values, so that plan is checked as well as the one for them.
+      const explain = async (text: string, params: readonly unknown[], generic: boolean) => {
         await db.query('BEGIN');
         try {
-          const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+          if (!generic) {
+            const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, [...params]);
+            return JSON.stringify(plan.rows[0]?.['QUERY PLAN']);
+          }
+          await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+          await db.query(`PREPARE claim_plan AS ${text}`);
+          const values = params.map((value) => (typeof value === 'string' ? `'${value}'` : String(value)));
+          const plan = await db.query<{ 'QUERY PLAN': unknown }>(
+            `EXPLAIN (FORMAT JSON) EXECUTE claim_plan(${values.join(', ')})`,
+          );
           return JSON.stringify(plan.rows[0]?.['QUERY PLAN']);
         } finally {
           await db.query('ROLLBACK');
+          await db.query('DEALLOCATE ALL');
         }
       };
-      for (const [name, text, params] of [
+      for (const [name, statement, params] of [
         ['claim', sql.claim, ['n', 10, 1000]],
         ['micro-batch candidates', sql.claimCandidates, [64]],
       ] as const) {
-        const plan = await explain(text, [...params]);
-        assert.match(plan, /"Index Name":"jobs_claim"/, `${name} reads jobs_claim: ${plan}`);
-        assert.doesNotMatch(plan, /"Node Type":"Sort"/, `${name} sorts: ${plan}`);
+        for (const generic of [false, true]) {
+          const plan = await explain(statement.text, params, generic);
+          const which = `${name} (${generic ? 'generic' : 'custom'} plan)`;
+          assert.match(plan, /"Index Name":"jobs_claim"/, `${which} reads jobs_claim: ${plan}`);
+          assert.doesNotMatch(plan, /"Node Type":"Sort"/, `${which} sorts: ${plan}`);
+        }
       }
     } finally {
       await db.end();
@@ -472,6 +493,49 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       const second = await b.claim({ ...request('node-b'), passedOver: (type: string) => passed.push(type) });
       assert.deepEqual(second, [], 'the other server holds the one place and took both tokens');
       assert.deepEqual(passed.sort(), ['test.held', 'test.rated']);
+    },
+  );
+
+  it(
+    'records the starts of a rate-limited type with its claim, and forgets those that left the window',
+    { timeout: 60_000 },
+    async () => {
+      const { schema, nodes } = await cluster(2);
+      const [a, b] = nodes as [PostgresStore, PostgresStore];
+      await insert(a, [job({ type: 'test.rated' }), job({ type: 'test.rated' }), job({ type: 'test.echo' })]);
+      const limits = new Map([['test.rated', { concurrency: null, rateLimit: { max: 1, perMs: 3_600_000 } }]]);
+      const request = (owner: string) => ({
+        owner,
+        leaseMs: 30_000,
+        batches: 5,
+        micro: null,
+        allowance: new Map([['test.rated', 1]]),
+        limits,
+        types: ['test.rated', 'test.echo'],
+      });
+      const types = async (store: PostgresStore, owner: string) =>
+        (await store.claim(request(owner)))
+          .flat()
+          .map((j) => j.type)
+          .sort();
+      const db = await connect();
+      try {
+        const starts = async () =>
+          (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".rate_starts`)).rows[0]?.n;
+        assert.deepEqual(await types(a, 'node-a'), ['test.echo', 'test.rated']);
+        assert.equal(await starts(), 1, 'the claim recorded its start');
+        assert.deepEqual(await types(b, 'node-b'), [], 'the window holds one start');
+        // The start leaves the window: the next claim takes the type again, and forgets it.
+        await db.query(`UPDATE "${schema}".rate_starts SET at = at - 3600001`);
+        assert.deepEqual(await types(b, 'node-b'), ['test.rated']);
+        assert.equal(await starts(), 1, 'the old start forgotten, the new one recorded');
+        const newest = await db.query<{ fresh: boolean }>(
+          `SELECT at > "${schema}".now_ms() - 3600000 AS fresh FROM "${schema}".rate_starts`,
+        );
+        assert.equal(newest.rows[0]?.fresh, true);
+      } finally {
+        await db.end();
+      }
     },
   );
 

@@ -15,7 +15,8 @@ import type { StoreContext } from './context.js';
 import type { TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { prefixed } from './sql.js';
+import { prefixed, prepared } from './sql.js';
+import { run } from './connection.js';
 
 /** Candidates read by a micro-batched claim at most. */
 const MAX_CANDIDATES = 512;
@@ -39,13 +40,25 @@ const LEVEL_HEAD_READY_AT =
 export function claimStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
+  /** The chosen candidates ($2) become running under the owner's lease ($1, $3 ms): the CTEs `picked`, `claimed`. */
+  const claimChosen = `
+WITH picked AS MATERIALIZED (
+  SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
+    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+  WHERE r.status = 'queued'),
+claimed AS (
+  UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
+    prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
+    lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
+  FROM picked WHERE j.id = picked.id AND j.status = 'queued'
+  RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')})`;
   return {
     /**
      * The claim: the best queued jobs in index order ($2 of them), skipping rows other
      * claimers hold, become running under the owner's lease ($1, $3 ms). Nothing while
      * dispatch is paused cluster-wide.
      */
-    claim: `
+    claim: prepared(`
 WITH picked AS MATERIALIZED (
   SELECT id, started_at AS previous_start FROM ${s}.jobs
   WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
@@ -56,25 +69,26 @@ UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at
   prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
 FROM picked WHERE j.id = picked.id
-RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`),
     /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
-    claimCandidates: `
+    claimCandidates: prepared(`
 SELECT id::text AS id, type FROM ${s}.jobs
 WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
 ORDER BY priority DESC, round, ready_at, ready_seq
 LIMIT $1
-FOR UPDATE SKIP LOCKED`,
+FOR UPDATE SKIP LOCKED`),
     /** The chosen candidates, found by id alone (never by status: see the finish function). */
-    claimIds: `
-WITH picked AS MATERIALIZED (
-  SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
-    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
-  WHERE r.status = 'queued')
-UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
-  prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
-  lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
-FROM picked WHERE j.id = picked.id AND j.status = 'queued'
-RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`,
+    claimIds: prepared(`${claimChosen} SELECT * FROM claimed`),
+    /**
+     * The same under a rate limit, in one statement: the claimed jobs of rate-limited types
+     * ($6) are recorded as starts, and starts that left their type's window ($4 types, $5
+     * ms) are forgotten (the DELETE reads the statement's snapshot: never the new starts).
+     */
+    claimIdsRated: prepared(`${claimChosen},
+forgotten AS (DELETE FROM ${s}.rate_starts r USING unnest($4::text[], $5::bigint[]) AS t(type, per_ms)
+  WHERE r.type = t.type AND r.at <= ${now} - t.per_ms),
+recorded AS (INSERT INTO ${s}.rate_starts (type, at) SELECT c.type, ${now} FROM claimed c WHERE c.type = ANY($6::text[]))
+SELECT * FROM claimed`),
     /**
      * Candidates under priority aging ($4 ms a level): a job's effective priority is
      * least(9, priority + waited / $4), which no index orders. A level ages as its first
@@ -101,15 +115,13 @@ LIMIT $1`,
      */
     lockLimitedTypes: `SELECT pg_advisory_xact_lock(hashtextextended($1 || ':limit:' || t, 0))
       FROM unnest($2::text[]) AS t ORDER BY t`,
+    /** And, when $3, whether the type has queued jobs (one probe of jobs_claim_type): a held one was passed over. */
     limitUsage: `
 SELECT t.type,
   (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.type = t.type)::int AS running,
-  (SELECT count(*) FROM ${s}.rate_starts r WHERE r.type = t.type AND r.at > ${now} - t.per_ms)::int AS started
+  (SELECT count(*) FROM ${s}.rate_starts r WHERE r.type = t.type AND r.at > ${now} - t.per_ms)::int AS started,
+  $3::boolean AND EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t.type) AS queued
 FROM unnest($1::text[], $2::bigint[]) AS t(type, per_ms)`,
-    /** Forget starts that left their type's window. */
-    forgetStarts: `DELETE FROM ${s}.rate_starts r USING unnest($1::text[], $2::bigint[]) AS t(type, per_ms)
-      WHERE r.type = t.type AND r.at <= ${now} - t.per_ms`,
-    recordStarts: `INSERT INTO ${s}.rate_starts (type, at) SELECT t, ${now} FROM unnest($1::text[]) AS t`,
     /**
      * Candidates type by type ($1 types, at most $2 of each, best first, $3 in all), so a
      * type held back by its limit is never read: each type is one probe of jobs_claim_type.
@@ -136,9 +148,6 @@ WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = '
 ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $4::bigint) DESC, ${LEVEL_HEAD_READY_AT},
   c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
-    /** Held types that have queued jobs (a claim passed them over). */
-    queuedTypes: `SELECT t AS type FROM unnest($1::text[]) AS t
-      WHERE EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t)`,
   };
 }
 
@@ -220,11 +229,11 @@ export class PgClaim {
     // The candidates must come in index order; a planner without statistics for a young
     // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
     return this.#ctx.db.transaction(async (client) => {
-      const candidates = (await client.query<{ id: string; type: string }>(this.#sql.claimCandidates, [limit])).rows;
+      const candidates = (await run<{ id: string; type: string }>(client, this.#sql.claimCandidates, [limit])).rows;
       const groups = formBatches(candidates, request.batches, micro);
       const ids = groups.flat();
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
-      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups };
     }, 'BEGIN; SET LOCAL enable_sort = off');
   }
@@ -243,7 +252,7 @@ export class PgClaim {
       const formed = formBatches(candidates, request.batches, micro);
       const ids = formed.flat();
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
-      const rows = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
+      const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups: formed };
     }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
   }
@@ -263,15 +272,16 @@ export class PgClaim {
     const aging = this.#ctx.options.priorityAgingMs ?? 0;
     const limited = [...limits.keys()].sort();
     const perMs = limited.map((type) => limits.get(type)?.rateLimit?.perMs ?? 0);
+    const rated = limited.filter((type) => limits.get(type)?.rateLimit != null);
     const micro = request.micro ?? SINGLE_JOBS;
     const perBatch = Math.max(1, micro.maxJobs);
     let passed: string[] = [];
     const result = await this.#ctx.db.transaction(async (client) => {
       await client.query(this.#sql.lockLimitedTypes, [this.#ctx.options.schema, limited]);
-      const usage = await client.query<{ type: string; running: number; started: number }>(this.#sql.limitUsage, [
-        limited,
-        perMs,
-      ]);
+      const usage = await client.query<{ type: string; running: number; started: number; queued: boolean }>(
+        this.#sql.limitUsage,
+        [limited, perMs, request.passedOver !== undefined],
+      );
       const left = new Map<string, number>();
       for (const row of usage.rows) {
         const limit = limits.get(row.type);
@@ -280,7 +290,7 @@ export class PgClaim {
         if (limit?.rateLimit != null) allowed = Math.min(allowed, limit.rateLimit.max - row.started);
         left.set(row.type, Math.max(0, allowed));
       }
-      const held = limited.filter((type) => left.get(type) === 0);
+      passed = usage.rows.filter((row) => row.queued && left.get(row.type) === 0).map((row) => row.type);
       const open = types.filter((type) => left.get(type) !== 0);
       const total = Math.min(MAX_CANDIDATES, request.batches * perBatch);
       const counts = open.map((type) => Math.min(total, left.get(type) ?? total));
@@ -306,17 +316,13 @@ export class PgClaim {
       });
       const formed = formBatches(fitting, request.batches, { ...micro, costs });
       const ids = formed.flat();
-      if (held.length > 0 && request.passedOver !== undefined) {
-        passed = (await client.query<{ type: string }>(this.#sql.queuedTypes, [held])).rows.map((row) => row.type);
-      }
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
-      const claimed = (await client.query<ClaimRow>(this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
-      const rated = claimed.filter((row) => limits.get(row.type)?.rateLimit != null).map((row) => row.type);
-      if (rated.length > 0) {
-        await client.query(this.#sql.forgetStarts, [limited, perMs]);
-        await client.query(this.#sql.recordStarts, [rated]);
-      }
-      return { rows: claimed, groups: formed };
+      const values = [request.owner, ids, request.leaseMs];
+      const claimed =
+        rated.length === 0
+          ? await run<ClaimRow>(client, this.#sql.claimIds, values)
+          : await run<ClaimRow>(client, this.#sql.claimIdsRated, [...values, limited, perMs, rated]);
+      return { rows: claimed.rows, groups: formed };
       // Sorting off keeps each type's probe on jobs_claim_type; the one sort left (the
       // candidates of all types, a few rows) then costs 1e10 to the planner, which must
       // not take that for a reason to JIT-compile the statement (100+ ms a claim).

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { StoreError } from '../errors.js';
 import { isInvalidState } from '../store.js';
+import type { Prepared } from './sql.js';
 
 export interface ConnectionOptions {
   url: string;
@@ -120,11 +121,14 @@ export class PgConnection {
     }
   }
 
-  async query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+  async query<R extends pg.QueryResultRow>(
+    statement: string | Prepared,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
     this.assertOpen();
-    if (this.#options.clock !== null) return this.withClient((client) => client.query<R>(text, values));
+    if (this.#options.clock !== null) return this.withClient((client) => run<R>(client, statement, values));
     try {
-      const result = await this.#pool.query<R>(text, values);
+      const result = await run<R>(this.#pool, statement, values);
       this.#markAvailable();
       return result;
     } catch (error) {
@@ -136,8 +140,8 @@ export class PgConnection {
    * A statement straight on the pool, its failure not taken as the database's absence
    * (notifications, counters folding, the last words of a closing store).
    */
-  poolQuery(text: string, values?: unknown[]): Promise<pg.QueryResult> {
-    return this.#pool.query(text, values);
+  poolQuery(statement: string | Prepared, values?: unknown[]): Promise<pg.QueryResult> {
+    return run(this.#pool, statement, values);
   }
 
   async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
@@ -255,6 +259,16 @@ export class PgConnection {
     this.#available = true;
     this.#onAvailable();
   }
+}
+
+/** A statement on a pool or a connection: a prepared one by its name (parsed once per connection). */
+export function run<R extends pg.QueryResultRow>(
+  on: pg.Pool | pg.PoolClient,
+  statement: string | Prepared,
+  values?: unknown[],
+): Promise<pg.QueryResult<R>> {
+  if (typeof statement === 'string') return on.query<R>(statement, values);
+  return on.query<R>({ name: statement.name, text: statement.text, ...(values === undefined ? {} : { values }) });
 }
 
 /** Rows in id order, as every statement that locks several jobs takes them: no deadlocks. */

@@ -10,7 +10,7 @@ import type { StartGroup } from './start-group.js';
 import type { StoreContext } from './context.js';
 import { inIdOrder } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { prefixed } from './sql.js';
+import { prefixed, prepared } from './sql.js';
 
 /** A finish of an attempt that ran (the finish function's business). */
 type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' }> };
@@ -38,9 +38,10 @@ FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
   AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
   AND (NOT i.expired OR j.lease_expires_at < ${now})
 RETURNING ${prefixed('j')}`,
-    finish: `SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
+    finish:
+      prepared(`SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
   is_other FROM ${s}.finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-  $8::bigint[], $9::boolean[], $10::bigint[])`,
+  $8::bigint[], $9::boolean[], $10::bigint[])`),
   };
 }
 

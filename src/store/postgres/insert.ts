@@ -7,8 +7,8 @@ import type pg from 'pg';
 import type { InsertOutcome, InsertResult } from '../store.js';
 import type { Job, JobStatus, NewJob } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
-import { JOB_COLUMNS, PENDING_SQL, ROUND_BASES } from './sql.js';
-import { UUID } from './connection.js';
+import { JOB_COLUMNS, PENDING_SQL, prepared, ROUND_BASES } from './sql.js';
+import { run, UUID } from './connection.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
 import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
@@ -22,7 +22,7 @@ function insertStatements(schema: string) {
      * admission against the counted pending jobs, the rows, their dependency edges.
      * Answers the pending count and one row per inserted job (none when the queue is full).
      */
-    insert: `
+    insert: prepared(`
 WITH pending AS (SELECT coalesce(sum(n), 0)::bigint AS n FROM ${s}.counts WHERE status IN ${PENDING_SQL}),
 i AS (
   SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
@@ -59,7 +59,7 @@ deps AS (
   INSERT INTO ${s}.job_deps (child, parent, position)
   SELECT d.child, d.parent, d.position FROM unnest($20::uuid[], $21::uuid[], $22::smallint[]) AS d(child, parent, position)
   WHERE d.child IN (SELECT id::uuid FROM ins))
-SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`,
+SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`),
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
     byKeys: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE idempotency_key = ANY($1::text[]) FOR SHARE`,
     /** Unfinished jobs holding dedupe keys ($1), locked like outside parents. */
@@ -155,14 +155,14 @@ export class PgInsert {
       }
     }
     const column = <T>(pick: (entry: (typeof entries)[number]) => T) => entries.map(pick);
-    const result = await client.query<{
+    const result = await run<{
       pending: number;
       id: string | null;
       status: JobStatus;
       run_at: number | null;
       ready_at: number | null;
       finished_at: number | null;
-    }>(this.#sql.insert, [
+    }>(client, this.#sql.insert, [
       column((e) => e.job.id),
       column((e) => e.job.type),
       column((e) => e.decided),

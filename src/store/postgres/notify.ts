@@ -11,6 +11,7 @@ import type { Changes, StoreEvent, StoreListener, SubscribeOptions } from '../st
 import type { Job, JobStatus, Progress } from '../../contract/job.js';
 import type { PgConnection } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
+import { prepared } from './sql.js';
 
 type Change = [id: string, status: JobStatus];
 
@@ -39,6 +40,7 @@ export interface NewsSources {
 }
 
 const NOTIFY_EVERY_MS = 10;
+const NOTIFY = prepared('SELECT pg_notify($1, $2)');
 const NOTIFY_MAX_BYTES = 7900;
 /** Characters of a progress message that travel in a notification (the whole one is in the row). */
 const PROGRESS_MESSAGE_CHARS = 200;
@@ -211,7 +213,7 @@ export class StoreNews {
     push();
     for (const payload of payloads) {
       try {
-        await this.#db.poolQuery('SELECT pg_notify($1, $2)', [this.#channel, payload]);
+        await this.#db.poolQuery(NOTIFY, [this.#channel, payload]);
       } catch {
         // Lost notifications are covered by the other servers' polling.
       }

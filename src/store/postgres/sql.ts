@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { PENDING_STATUSES } from '../core/statuses.js';
 
 /**
@@ -21,6 +22,22 @@ export const JOB_COLUMNS = `${SUMMARY_COLUMNS}, payload, result`;
 export const ROUND_BASES = (s: string, from: string) =>
   `(SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
     FROM (SELECT DISTINCT priority, group_key FROM ${from}) g)`;
+
+/**
+ * A statement run often enough to be parsed once per connection: a named (prepared)
+ * statement, sent as its name and values after its first run on a connection. The name
+ * is a hash of the text, so one name never stands for two texts (every schema has its
+ * own). PostgreSQL plans it as it plans any prepared statement: custom plans for the
+ * first five runs, then a generic plan when that is not costlier on average.
+ */
+export interface Prepared {
+  readonly name: string;
+  readonly text: string;
+}
+
+export function prepared(text: string): Prepared {
+  return { name: `kiln_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text };
+}
 
 /** Every column of a job, each taken from the table `alias` names. */
 export function prefixed(alias: string): string {
