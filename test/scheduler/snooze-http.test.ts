@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { followJobEvents } from '../support/http.js';
 import { startServer, type TestServer } from '../support/kiln.js';
+import { pollUntil } from '../support/poll.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -11,8 +15,12 @@ import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js
  * snoozes its first `times` runs (one thread, so it sees every run of a job).
  */
 const schema = freshSchemaName();
+const clusterSchema = freshSchemaName();
+const dir = mkdtempSync(join(tmpdir(), 'kiln-snooze-'));
 after(async () => {
   await dropSchema(schema);
+  await dropSchema(clusterSchema);
+  rmSync(dir, { recursive: true, force: true });
 });
 
 const stores: { name: string; env: Record<string, string> }[] = [
@@ -150,3 +158,29 @@ for (const store of stores) {
     });
   });
 }
+
+describe('snooze on a PostgreSQL cluster (KILN_TEST_PG)', { timeout: 120_000 }, () => {
+  it('runs a snoozed job again when it is due, on whichever server of the cluster', async () => {
+    const env = { KILN_STORE: TEST_PG_URL, KILN_PG_SCHEMA: clusterSchema, KILN_THREADS: '1' };
+    const servers = [await startServer(env), await startServer(env)];
+    try {
+      const [first, second] = servers as [TestServer, TestServer];
+      const ready = join(dir, 'ready');
+      const id = await submit(first, { type: 'test.snooze', payload: { untilFile: ready, ms: 100 }, maxAttempts: 1 });
+      // Snoozes every 100 ms until the file is there (KILN_MAX_SNOOZES allows 100 of them).
+      await pollUntil(
+        async () => (await second.request('GET', `/v1/jobs/${id}`)).body,
+        (job) => job.snoozes >= 1,
+        { what: 'the job to snooze, as the other server reads it' },
+      );
+      writeFileSync(ready, '');
+      const job = await second.waitForJob(id);
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      assert.equal(job.attempts, 1, 'no snoozed attempt was counted');
+      assert.ok(typeof job.snoozes === 'number' && job.snoozes >= 1, `snoozes: ${String(job.snoozes)}`);
+      assert.deepEqual((job.result as { attempt: number }).attempt, 1);
+    } finally {
+      for (const server of servers) await server.close();
+    }
+  });
+});
