@@ -1,2 +1,2 @@
-export type { TaskContext, TaskDefinition } from './workers/task.js';
+export type { Snooze, TaskContext, TaskDefinition } from './workers/task.js';
 export { defineTask, NonRetryableError } from './workers/task.js';

@@ -82,6 +82,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     threads: config.threads,
     leaseMs: config.leaseMs,
     nodeLeaseMs: config.nodeLeaseMs,
+    maxSnoozes: config.maxSnoozes,
     retainCompletedMs: config.retainCompletedMs,
     retainFailedMs: config.retainFailedMs,
     logger: log,

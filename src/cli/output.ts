@@ -41,6 +41,7 @@ export function formatJob(job: Job | JobSummary): string {
     ['schedule', job.schedule],
     ['callback', job.callback === null ? null : job.callback.url],
     ['attempts', `${job.attempts} of ${job.maxAttempts}`],
+    ['snoozes', job.snoozes === 0 ? null : String(job.snoozes)],
     ['progress', progressText(job)],
     ['depends on', job.dependsOn.length === 0 ? null : job.dependsOn.join(', ')],
     ['run at', job.runAt],

@@ -53,6 +53,7 @@ export const JOB_ERROR_CODES = [
   'dependency_failed',
   'cancelled',
   'evicted',
+  'snooze_limit',
 ] as const;
 export type JobErrorCode = (typeof JOB_ERROR_CODES)[number];
 
@@ -88,6 +89,8 @@ export interface Job {
   error: JobError | null;
   attempts: number;
   maxAttempts: number;
+  /** How many times a handler snoozed the job (`ctx.snooze`); a snooze gives its attempt back. */
+  snoozes: number;
   timeoutMs: number;
   backoff: Backoff;
   progress: Progress | null;

@@ -180,6 +180,12 @@ export const jobSchema = z
     error: jobErrorSchema.nullable(),
     attempts: z.int(),
     maxAttempts: z.int(),
+    snoozes: z
+      .int()
+      .min(0)
+      .describe(
+        'How many times a handler snoozed the job (`ctx.snooze`); snoozed attempts are not counted in `attempts`.',
+      ),
     timeoutMs: z.int(),
     backoff: z.object({
       initialMs: z.number(),

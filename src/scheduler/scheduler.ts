@@ -53,6 +53,8 @@ export interface SchedulerOptions {
    * for the others (they take over its attempts after it).
    */
   nodeLeaseMs: number;
+  /** KILN_MAX_SNOOZES: snoozes a job may make; the one after fails it (`snooze_limit`). */
+  maxSnoozes: number;
   retainCompletedMs: number;
   retainFailedMs: number;
   logger?: SchedulerLogger;
@@ -143,6 +145,7 @@ export class Scheduler {
       threads: options.threads,
       leaseMs: options.leaseMs,
       nodeLeaseMs: shared ? nodeLeaseMs : null,
+      maxSnoozes: options.maxSnoozes,
       onError: (message, error) => this.#log.error({ err: error }, message),
       log: this.#log,
       taskTypes: () => this.#registry.list().map((task) => task.name),

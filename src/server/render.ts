@@ -36,6 +36,7 @@ function renderRest(job: JobSummary) {
     error: job.error,
     attempts: job.attempts,
     maxAttempts: job.maxAttempts,
+    snoozes: job.snoozes,
     timeoutMs: job.timeoutMs,
     backoff: job.backoff,
     progress: job.progress,

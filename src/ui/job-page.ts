@@ -135,6 +135,10 @@ export function JobPage({ id }: { id: string }) {
             <dd data-testid="attempts">${job.attempts} of ${job.maxAttempts}</dd>
           </div>
           <div>
+            <dt>Snoozes</dt>
+            <dd data-testid="snoozes">${job.snoozes}</dd>
+          </div>
+          <div>
             <dt>Timeout</dt>
             <dd>${duration(job.timeoutMs)}</dd>
           </div>
@@ -156,8 +160,8 @@ export function JobPage({ id }: { id: string }) {
             job.runAt === null
               ? null
               : html`<div>
-                  <dt>Runs at</dt>
-                  <dd>${time(job.runAt)}</dd>
+                  <dt>Next run</dt>
+                  <dd data-testid="next-run">${time(job.runAt)}</dd>
                 </div>`
           }
           ${

@@ -35,7 +35,15 @@ export type AttemptFailureCode = 'worker_crashed' | 'interrupted' | 'result_too_
 
 export type AttemptResult =
   /** `resultText`: the result as JSON text, as it is stored. */
-  ({ ok: true; resultText: string } | { ok: false; error: AttemptError; code?: AttemptFailureCode }) & {
+  (
+    | { ok: true; resultText: string }
+    | { ok: false; error: AttemptError; code?: AttemptFailureCode }
+    /**
+     * The handler returned or threw `ctx.snooze(ms)`: `snoozeMs` as asked (the retry policy
+     * checks it); `error` describes the request for logs.
+     */
+    | { ok: false; code: 'snoozed'; snoozeMs: number; error: AttemptError }
+  ) & {
     /** How long the attempt took inside the thread, in milliseconds (the dispatcher learns job costs from it). */
     ms?: number;
   };

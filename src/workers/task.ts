@@ -42,6 +42,19 @@ export interface TaskContext {
   progress(percent: number, message?: string): void;
   /** The completed dependencies, in `dependsOn` order. */
   parents: ParentResult[];
+  /**
+   * `return ctx.snooze(ms)` (or throw it): the job cannot be worked on yet. The attempt ends
+   * without counting against maxAttempts and the job is `scheduled` to run again in `ms`
+   * (0 to 86,400,000); its `snoozes` grows by one. Past KILN_MAX_SNOOZES snoozes the job
+   * fails instead (`snooze_limit`). Calling it alone does nothing: the handler must
+   * return or throw what it answers.
+   */
+  snooze(ms: number): Snooze;
+}
+
+/** What `ctx.snooze(ms)` answers, for the handler to return or throw. */
+export interface Snooze {
+  readonly snoozeMs: number;
 }
 
 /** Only adds types: `export default defineTask({ ... })`. */

@@ -14,6 +14,10 @@
  * A thread that saw such an error is no longer trusted: it answers what it holds,
  * starts nothing more and asks the pool to replace it (a Retirement). It asks the same
  * after `maxJobs` attempts and after an isolated task's attempt.
+ *
+ * Snoozes: `ctx.snooze(ms)` answers an object this thread remembers (a WeakSet); a handler
+ * that returns or throws one of them ends its attempt as a snooze, whatever module it
+ * imported Kiln from. The thread passes `ms` on as asked: the retry policy checks it.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { readlinkSync } from 'node:fs';
@@ -31,7 +35,7 @@ import type {
   ThreadTask,
 } from './protocol.js';
 import { endSlot, startSlot } from './slots.js';
-import type { TaskContext, TaskDefinition } from './task.js';
+import type { Snooze, TaskContext, TaskDefinition } from './task.js';
 
 type Failure = AttemptError;
 
@@ -61,6 +65,8 @@ const slots = data === null ? null : new BigInt64Array(data.slots);
 const running = new Map<string, AbortController>();
 const loaded = new Map<string, Promise<TaskDefinition>>();
 const attemptContext = new AsyncLocalStorage<AttemptRun>();
+/** What ctx.snooze answered, for the handlers of this thread to return or throw. */
+const snoozeRequests = new WeakSet<object>();
 /** The attempts of the message running now; null between messages. */
 let current: AttemptRun[] | null = null;
 /** Attempts this thread has run. */
@@ -284,14 +290,33 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       signal: controller.signal,
       progress: progressReporter(input),
       parents: input.parents,
+      snooze: requestSnooze,
     };
     const result: unknown = await definition.handler(payload.value, ctx);
-    return toJsonResult(result, data?.maxResultBytes ?? Number.POSITIVE_INFINITY);
+    return snoozed(result) ?? toJsonResult(result, data?.maxResultBytes ?? Number.POSITIVE_INFINITY);
   } catch (err) {
-    return { ok: false, error: describeError(err) };
+    return snoozed(err) ?? { ok: false, error: describeError(err) };
   } finally {
     if (running.get(input.jobId) === controller) running.delete(input.jobId);
   }
+}
+
+function requestSnooze(ms: number): Snooze {
+  const request: Snooze = Object.freeze({ snoozeMs: typeof ms === 'number' ? ms : Number.NaN });
+  snoozeRequests.add(request);
+  return request;
+}
+
+/** The snooze a handler returned or threw, as its outcome; null for anything else. */
+function snoozed(value: unknown): AttemptResult | null {
+  if (typeof value !== 'object' || value === null || !snoozeRequests.has(value)) return null;
+  const ms = (value as Snooze).snoozeMs;
+  return {
+    ok: false,
+    code: 'snoozed',
+    snoozeMs: ms,
+    error: { name: 'Snooze', message: `asked to run again in ${ms} ms`, retryable: true },
+  };
 }
 
 function loadTask(type: string): Promise<TaskDefinition> {

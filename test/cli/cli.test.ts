@@ -164,6 +164,19 @@ describe('kiln, the command line', () => {
     assert.equal(JSON.parse(json.stdout).status, 'completed');
   });
 
+  it('get shows how many times a job snoozed and when it runs next', async () => {
+    const job = await submitJson(['test.snooze', '{"times":1,"ms":86400000}']);
+    const snoozed = await server.whenStatus(job.id, 'scheduled');
+    assert.equal(snoozed.snoozes, 1);
+    const human = await kiln(['get', job.id]);
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(human.stdout, /^status +scheduled$/m);
+    assert.match(human.stdout, /^attempts +0 of 3$/m);
+    assert.match(human.stdout, /^snoozes +1$/m);
+    assert.match(human.stdout, new RegExp(`^run at +${new Date(snoozed.runAt ?? 0).toISOString()}$`, 'm'));
+    assert.equal((await kiln(['cancel', job.id])).code, 0);
+  });
+
   it('wait exits 0 for a completed job and 1 for a cancelled one; cancel prints the new status', async () => {
     const done = await submitJson(['noop']);
     const ok = await kiln(['wait', done.id, '--json']);

@@ -17,6 +17,7 @@ describe('loadConfig', () => {
     assert.equal(config.threadMaxMemoryMb, 512);
     assert.equal(config.threadMaxJobs, null, 'threads are not recycled');
     assert.equal(config.maxResultBytes, 16 * 1024 * 1024);
+    assert.equal(config.maxSnoozes, 100);
     assert.equal(config.sqliteSync, 'full');
     assert.equal(config.sqliteCacheMb, 8);
     assert.equal(config.tasksDir, null);
@@ -64,6 +65,7 @@ describe('loadConfig', () => {
       KILN_SHUTDOWN_GRACE_MS: '0',
       KILN_THREAD_MAX_JOBS: '1000',
       KILN_MAX_RESULT_BYTES: '65536',
+      KILN_MAX_SNOOZES: '0',
       LOG_LEVEL: 'debug',
       LOG_FORMAT: 'JSON',
     });
@@ -85,6 +87,7 @@ describe('loadConfig', () => {
     assert.equal(config.shutdownGraceMs, 0);
     assert.equal(config.threadMaxJobs, 1000);
     assert.equal(config.maxResultBytes, 65_536);
+    assert.equal(config.maxSnoozes, 0, '0: a snooze fails the job');
     assert.equal(loadConfig({ KILN_THREAD_MAX_JOBS: '0' }).threadMaxJobs, null, '0: never');
     assert.equal(config.logLevel, 'debug');
     assert.equal(config.logFormat, 'json');
@@ -102,6 +105,8 @@ describe('loadConfig', () => {
     ['KILN_CALLBACK_MAX_ATTEMPTS', '0', 'KILN_CALLBACK_MAX_ATTEMPTS must be an integer from 1 to 100, got "0"'],
     ['KILN_THREAD_MAX_JOBS', '-1', 'KILN_THREAD_MAX_JOBS must be an integer from 0 to 1000000000, got "-1"'],
     ['KILN_MAX_RESULT_BYTES', '1mb', 'KILN_MAX_RESULT_BYTES must be an integer from 1024 to 268435456, got "1mb"'],
+    ['KILN_MAX_SNOOZES', '-1', 'KILN_MAX_SNOOZES must be an integer from 0 to 1000000, got "-1"'],
+    ['KILN_MAX_SNOOZES', 'many', 'KILN_MAX_SNOOZES must be an integer from 0 to 1000000, got "many"'],
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     ['LOG_FORMAT', 'xml', 'LOG_FORMAT must be one of auto, json, pretty, got "xml"'],
     ['KILN_API_TOKENS', ',', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got ","'],

@@ -40,6 +40,7 @@ describe('metrics that alert right', () => {
       for (const status of ['completed', 'failed', 'cancelled']) {
         assert.ok(has('kiln_jobs_finished_total', { type, status }), `finished ${type} ${status}`);
       }
+      assert.ok(has('kiln_jobs_snoozed_total', { type }), `snoozed ${type}`);
       for (const outcome of ATTEMPT_METRIC_OUTCOMES) {
         assert.ok(has('kiln_job_attempts_total', { type, outcome }), `attempts ${type} ${outcome}`);
       }

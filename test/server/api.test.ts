@@ -326,6 +326,7 @@ describe('the HTTP API', () => {
       'kiln_jobs_submitted_total',
       'kiln_jobs_finished_total',
       'kiln_job_attempts_total',
+      'kiln_jobs_snoozed_total',
       'kiln_admission_rejected_total',
       'kiln_queue_depth',
       'kiln_jobs',

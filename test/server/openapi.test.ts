@@ -108,6 +108,14 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it("declares the job's snoozes as an integer from 0, always present, and snooze_limit among its error codes", () => {
+    const job = document.components.schemas.Job;
+    assert.equal(job.properties.snoozes.type, 'integer');
+    assert.equal(job.properties.snoozes.minimum, 0);
+    assert.ok(job.required.includes('snoozes'));
+    assert.match(JSON.stringify(document.components.schemas), /"snooze_limit"/);
+  });
+
   it('declares every error answer as a problem document of its status, with its codes and headers', () => {
     let checked = 0;
     for (const { method, path, operation } of operations(document)) {

@@ -18,7 +18,10 @@ describe('postgres store: migrations on a real server (KILN_TEST_PG)', () => {
       const applied = await Promise.all(clients.map((client) => migrate(client, schema)));
       // One of them applied every step; the others waited for its lock and found nothing to do.
       const steps = Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => i + 1);
-      assert.deepEqual(applied.flat().sort(), steps);
+      assert.deepEqual(
+        applied.flat().sort((a, b) => a - b),
+        steps,
+      );
       assert.equal(applied.filter((versions) => versions.length > 0).length, 1);
       const recorded = await clients[0]?.query<{ version: number }>(
         `SELECT version FROM "${schema}".schema_migrations ORDER BY version`,

@@ -12,6 +12,7 @@ export function jobRow(id: string, fields: Partial<JobRow> = {}): JobRow {
     error: null,
     attempts: 0,
     max_attempts: 3,
+    snoozes: 0,
     timeout_ms: 1000,
     backoff_initial_ms: 100,
     backoff_factor: 2,

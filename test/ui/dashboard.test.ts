@@ -96,6 +96,20 @@ describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
     await page.close();
   });
 
+  it('shows a snoozed job: its snoozes and next run', async () => {
+    const id = await submit({ type: 'test.snooze', payload: { times: 1, ms: 86_400_000 } });
+    const snoozed = await server.whenStatus(id, 'scheduled');
+    const { page, errors } = await open(`#/jobs/${id}`);
+    await waitForText(page, '.job-title .badge', 'scheduled');
+    await waitForText(page, '[data-testid=snoozes]', '1');
+    await waitForText(page, '[data-testid=attempts]', '0 of 3');
+    assert.notEqual(snoozed.runAt, null);
+    assert.notEqual(((await page.locator('[data-testid=next-run]').textContent()) ?? '').trim(), '');
+    assert.deepEqual(errors, []);
+    await page.close();
+    assert.equal((await server.request('POST', `/v1/jobs/${id}/cancel`)).status, 200);
+  });
+
   it('cancels a running job and retries it', async () => {
     const release = join(dir, 'hold-release');
     const id = await submit({ type: 'test.hold', payload: { release } });

@@ -141,6 +141,33 @@ describe('WorkerPool', () => {
     });
   });
 
+  test('a handler that returns or throws ctx.snooze(ms) answers a snooze, its ms as asked', async () => {
+    const snooze = (ms: number) => ({
+      ok: false,
+      code: 'snoozed',
+      snoozeMs: ms,
+      error: { name: 'Snooze', message: `asked to run again in ${ms} ms`, retryable: true },
+    });
+    // One message of several attempts: each ends on its own. Its slot is given back after.
+    const message = task(pool, [
+      attempt('fixture.snooze', { how: 'return', ms: 250 }),
+      attempt('fixture.snooze', { how: 'throw', ms: 0 }),
+      attempt('fixture.snooze', { how: 'return', ms: -5 }),
+      attempt('fixture.snooze', { how: 'called', ms: 5 }),
+      attempt('fixture.snooze', { how: 'lookalike', ms: 5 }),
+    ]);
+    const results = await pool.run(message, new AbortController().signal);
+    pool.slots.release(message.slot);
+    assert.deepEqual(answered(results).map(untimed), [
+      snooze(250),
+      snooze(0),
+      snooze(-5),
+      // Only what ctx.snooze answered is a snooze: calling it alone, or a look-alike, is a result.
+      { ok: true, result: { called: true } },
+      { ok: true, result: { snoozeMs: 5 } },
+    ]);
+  });
+
   test('a payload the task schema rejects fails without retry', async () => {
     const result = await runOne(pool, attempt('math.primes', { limit: 1 }));
     assert.equal(result.ok, false);

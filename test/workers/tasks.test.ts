@@ -24,6 +24,7 @@ async function call<P, R>(task: TaskDefinition<P, R>, payload: unknown, progress
     attempt: 1,
     signal: new AbortController().signal,
     progress: (percent) => progress.push(percent),
+    snooze: () => assert.fail('a built-in task never snoozes'),
     parents: [],
   };
   return task.handler(parsed.value, ctx);

@@ -22,6 +22,8 @@ export interface DispatcherOptions {
   leaseMs: number;
   /** A shared store's node lease (see LeaseKeeper); null or absent for a store of one process. */
   nodeLeaseMs?: number | null;
+  /** Snoozes a job may make (KILN_MAX_SNOOZES); the one after fails it. */
+  maxSnoozes: number;
   /** One-off failures (an attempt that could not be recorded). */
   onError(message: string, error: unknown): void;
   /** Where the faults of the retry loops (claims, outcomes, heartbeats) are logged. */
@@ -121,6 +123,7 @@ export class Dispatcher {
       owner: this.owner,
       random: this.#random,
       isolated: options.isolated,
+      maxSnoozes: options.maxSnoozes,
     };
     this.#starts = new AttemptStarts({
       store: options.store,

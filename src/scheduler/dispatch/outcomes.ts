@@ -17,6 +17,8 @@ export interface OutcomeContext {
   random: () => number;
   /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
   isolated?: ((type: string) => boolean) | undefined;
+  /** Snoozes a job may make (KILN_MAX_SNOOZES). */
+  maxSnoozes: number;
 }
 
 /**
@@ -61,8 +63,9 @@ export function batchOutcomes(
     else if (batch.abortReason === 'timeout' || batch.abortReason === 'shutdown') {
       end = { kind: 'aborted', reason: batch.abortReason };
     } else end = { kind: 'crashed', cause: failure instanceof Error ? failure.message : String(failure) };
-    const { outcome, metric } = decideAttempt(job, end, alone, now, context.random);
+    const { outcome, metric } = decideAttempt(job, end, alone, now, context.random, context.maxSnoozes);
     metrics.attempt(job.type, metric, seconds);
+    if (outcome.kind === 'snoozed') metrics.snoozed(job.type);
     items.push({ id: job.id, attempt: job.attempts, owner: context.owner, outcome, startedAt: started });
   }
   return items;

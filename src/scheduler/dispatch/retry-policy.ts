@@ -14,6 +14,8 @@ import { retryDelayMs } from '../../jobs/backoff.js';
 export interface AttemptJob {
   attempts: number;
   maxAttempts: number;
+  /** Snoozes so far (`ctx.snooze`), each with its attempt given back. */
+  snoozes: number;
   timeoutMs: number;
   backoff: Backoff;
 }
@@ -31,10 +33,14 @@ export interface Decision {
   metric: AttemptMetricOutcome;
 }
 
+/** The longest snooze a handler may ask for: a day. */
+export const MAX_SNOOZE_MS = 86_400_000;
+
 /**
  * `alone`: the attempt ran alone in its message. A micro-batch that times out or loses
  * its thread cannot say which job was at fault, so its jobs are released (the attempt
  * is not counted) and run alone next, where a timeout or crash is their own.
+ * `maxSnoozes`: how many snoozes a job may make (KILN_MAX_SNOOZES).
  */
 export function decideAttempt(
   job: AttemptJob,
@@ -42,10 +48,12 @@ export function decideAttempt(
   alone: boolean,
   now: number,
   random: () => number,
+  maxSnoozes: number,
 ): Decision {
   if (end.kind === 'answered') {
     const { result } = end;
     if (result.ok) return { outcome: { kind: 'completed', resultText: result.resultText }, metric: 'success' };
+    if (result.code === 'snoozed') return decideSnooze(job, result.snoozeMs, maxSnoozes, now, random);
     if (result.code === 'interrupted') {
       const message = 'another attempt crashed the thread this one ran on; it runs again';
       return {
@@ -93,6 +101,39 @@ export function decideAttempt(
     attempt: job.attempts,
   };
   return { outcome: failure(job, error, true, now, random), metric };
+}
+
+/**
+ * A handler's `ctx.snooze(ms)`, in one place for both stores: a `ms` outside 0 to
+ * MAX_SNOOZE_MS fails the attempt as the handler's error (retried like any other); a job
+ * that has snoozed `maxSnoozes` times fails for good (`snooze_limit`, whatever attempts it
+ * has left, this snooze not counted); otherwise the job is `scheduled` at now + ms (whole
+ * milliseconds, rounded up), its attempt given back and its `snoozes` one more.
+ */
+export function decideSnooze(
+  job: AttemptJob,
+  ms: number,
+  maxSnoozes: number,
+  now: number,
+  random: () => number,
+): Decision {
+  if (!(Number.isFinite(ms) && ms >= 0 && ms <= MAX_SNOOZE_MS)) {
+    const error: JobError = {
+      code: 'handler_error',
+      message: `SnoozeError: ctx.snooze(ms) takes a number of milliseconds from 0 to ${MAX_SNOOZE_MS}, got ${ms}`,
+      attempt: job.attempts,
+    };
+    return { outcome: failure(job, error, true, now, random), metric: 'error' };
+  }
+  if (job.snoozes >= maxSnoozes) {
+    const error: JobError = {
+      code: 'snooze_limit',
+      message: `the job snoozed ${job.snoozes} times, the most KILN_MAX_SNOOZES allows (${maxSnoozes}); it fails instead of snoozing again`,
+      attempt: job.attempts,
+    };
+    return { outcome: { kind: 'failed', error, retryAt: null }, metric: 'error' };
+  }
+  return { outcome: { kind: 'snoozed', runAt: now + Math.ceil(ms) }, metric: 'snoozed' };
 }
 
 /**

@@ -6,7 +6,7 @@ import { PENDING_STATUSES } from '../../store/core/statuses.js';
 import { REFUSAL_REASONS, type RefusalReason } from '../dispatch/refused-outcome.js';
 import { THREAD_END_REASONS, type ThreadEndReason } from '../../workers/pool.js';
 
-export const ATTEMPT_METRIC_OUTCOMES = ['success', 'error', 'timeout', 'crash'] as const;
+export const ATTEMPT_METRIC_OUTCOMES = ['success', 'error', 'timeout', 'crash', 'snoozed'] as const;
 export type AttemptMetricOutcome = (typeof ATTEMPT_METRIC_OUTCOMES)[number];
 const FINISHED_STATUSES = ['completed', 'failed', 'cancelled'] as const;
 const DEDUPE_KINDS = ['inflight', 'result'] as const;
@@ -53,6 +53,7 @@ export class KilnMetrics {
   readonly registry = new Registry();
   readonly #submitted: Counter<'type'>;
   readonly #finished: Counter<'type' | 'status'>;
+  readonly #snoozed: Counter<'type'>;
   readonly #attempts: Counter<'type' | 'outcome'>;
   readonly #rejected: Counter<'reason'>;
   readonly #wait: Histogram<'type'>;
@@ -90,6 +91,12 @@ export class KilnMetrics {
       name: 'kiln_jobs_finished_total',
       help: 'Jobs that reached a terminal status.',
       labelNames: ['type', 'status'],
+      registers,
+    });
+    this.#snoozed = new Counter({
+      name: 'kiln_jobs_snoozed_total',
+      help: 'Snoozes (ctx.snooze): jobs scheduled again with their attempt given back, by task type.',
+      labelNames: ['type'],
       registers,
     });
     this.#attempts = new Counter({
@@ -283,6 +290,7 @@ export class KilnMetrics {
       this.#wait.zero({ type });
       this.#submitted.inc({ type }, 0);
       for (const status of FINISHED_STATUSES) this.#finished.inc({ type, status }, 0);
+      this.#snoozed.inc({ type }, 0);
       for (const outcome of ATTEMPT_METRIC_OUTCOMES) this.#attempts.inc({ type, outcome }, 0);
       for (const kind of DEDUPE_KINDS) this.#dedupe.inc({ type, kind }, 0);
       for (const limit of LIMIT_KINDS) this.#limited.inc({ type, limit }, 0);
@@ -309,6 +317,10 @@ export class KilnMetrics {
   finished(type: string, status: (typeof FINISHED_STATUSES)[number]): void {
     this.#child(this.#finished, type, status).inc();
     this.#stats?.finished(status);
+  }
+
+  snoozed(type: string): void {
+    this.#child(this.#snoozed, type).inc();
   }
 
   attempt(type: string, outcome: AttemptMetricOutcome, seconds: number): void {

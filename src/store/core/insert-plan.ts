@@ -196,6 +196,7 @@ export function createdJob(source: NewJob, state: DecidedState): Job {
     error: state.error,
     attempts: 0,
     maxAttempts: source.maxAttempts,
+    snoozes: 0,
     timeoutMs: source.timeoutMs,
     backoff: source.backoff,
     progress: null,

@@ -47,6 +47,7 @@ export interface JobRow {
   error: string | null;
   attempts: number;
   max_attempts: number;
+  snoozes: number;
   timeout_ms: number;
   backoff_initial_ms: number;
   backoff_factor: number;
@@ -119,6 +120,7 @@ export function toSummary(row: SummaryRow): JobSummary {
     error: row.error === null ? null : (JSON.parse(row.error) as JobError),
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
+    snoozes: row.snoozes,
     timeoutMs: row.timeout_ms,
     backoff: {
       initialMs: row.backoff_initial_ms,
@@ -234,6 +236,7 @@ export function copyOf(job: JobSummary, payloadText: string, parents: ParentResu
     error: job.error,
     attempts: job.attempts,
     maxAttempts: job.maxAttempts,
+    snoozes: job.snoozes,
     timeoutMs: job.timeoutMs,
     backoff: job.backoff,
     progress: job.progress,

@@ -99,6 +99,12 @@ export type AttemptOutcome =
   /** Give the job back without using up the attempt (shutdown, a batch that broke): `retrying` at `retryAt`. */
   | { kind: 'released'; error: JobError; retryAt: number }
   /**
+   * The handler snoozed (`ctx.snooze`): the job is `scheduled` at `runAt`, its attempt
+   * given back (not counted against maxAttempts) and its `snoozes` one more; it has not
+   * finished, so its dependents keep waiting.
+   */
+  | { kind: 'snoozed'; runAt: number }
+  /**
    * The attempt's handler never started (a claim rescued before its start was recorded):
    * the job is `queued` again as it was before the claim, its attempt not counted, no
    * error charged. Applies only while no start is recorded for the attempt.

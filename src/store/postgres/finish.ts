@@ -2,7 +2,8 @@
  * The finish group commit on PostgreSQL. Finishes wait for one another: while one group
  * is being written, the next gathers, and each is one call of the `finish` function,
  * fenced per item (job, attempt, owner). Attempts that never started are given back by a
- * statement of their own, uncounted.
+ * statement of their own, uncounted, and snoozes are written by one of their own (the
+ * job has not finished: no dependents to release or fail).
  */
 import type { AttemptOutcome, Finished, FinishItem, StartedAttempt } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
@@ -12,8 +13,11 @@ import { inIdOrder } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
 import { prefixed, prepared } from './sql.js';
 
-/** A finish of an attempt that ran (the finish function's business). */
-type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' }> };
+/** A finish of an attempt that ran and ended (the finish function's business). */
+type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' } | { kind: 'snoozed' }> };
+
+/** A snooze (`ctx.snooze`), as retry-policy.ts decided it. */
+type SnoozedItem = FinishItem & { outcome: Extract<AttemptOutcome, { kind: 'snoozed' }> };
 
 interface PendingFinish {
   items: FinishItem[];
@@ -38,6 +42,23 @@ FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
   AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
   AND (NOT i.expired OR j.lease_expires_at < ${now})
 RETURNING ${prefixed('j')}`,
+    /**
+     * Snoozes ($1 ids, $2 attempts, $3 owners, $4 whether the lease must have run out, $5 ms
+     * until the job is due, $6 when the attempt started): scheduled again, the attempt given
+     * back, one more snooze. Each row is locked by its id first and fenced again in the
+     * UPDATE, as the finish function does (a heartbeat may commit while the lock is awaited).
+     */
+    snooze: `
+WITH c AS (SELECT ${now} AS at_ms),
+i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[])
+  AS i(id, attempt, owner, expired, due_in, started)),
+t AS MATERIALIZED (
+  SELECT i.* FROM i CROSS JOIN LATERAL (SELECT j.id FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r)
+UPDATE ${s}.jobs j SET status = 'scheduled', run_at = c.at_ms + t.due_in, attempts = greatest(j.attempts - 1, 0),
+  snoozes = j.snoozes + 1, started_at = coalesce(t.started, j.started_at), lease_owner = NULL, lease_expires_at = NULL
+FROM t, c WHERE j.id = t.id AND j.status = 'running' AND j.attempts = t.attempt AND j.lease_owner = t.owner
+  AND (NOT t.expired OR j.lease_expires_at < c.at_ms)
+RETURNING j.id::text AS id, j.run_at`,
     finish:
       prepared(`SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,
   is_other FROM ${s}.finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -122,19 +143,77 @@ export class PgFinish {
     this.#finishing = false;
   }
 
-  /** Attempts that never started are given back by a statement of their own; the rest go to the finish function. */
+  /**
+   * Attempts that never started are given back by a statement of their own, snoozes are
+   * written by another; the rest go to the finish function.
+   */
   async #finishGroup(items: FinishItem[]): Promise<(Finished | null)[]> {
     const unstarted = items.filter((item) => item.outcome.kind === 'unstarted');
-    if (unstarted.length === 0) return this.#finishAttempts(items as EndedItem[]);
-    const ended = items.filter((item): item is EndedItem => item.outcome.kind !== 'unstarted');
-    const [returned, finished] = await Promise.all([
-      this.#returnUnstarted(unstarted),
+    const snoozed = items.filter((item): item is SnoozedItem => item.outcome.kind === 'snoozed');
+    if (unstarted.length === 0 && snoozed.length === 0) return this.#finishAttempts(items as EndedItem[]);
+    const ended = items.filter(
+      (item): item is EndedItem => item.outcome.kind !== 'unstarted' && item.outcome.kind !== 'snoozed',
+    );
+    const [returned, slept, finished] = await Promise.all([
+      unstarted.length === 0 ? [] : this.#returnUnstarted(unstarted),
+      snoozed.length === 0 ? [] : this.#snooze(snoozed),
       ended.length === 0 ? [] : this.#finishAttempts(ended),
     ]);
     const answers = new Map<FinishItem, Finished | null>();
     for (const [i, item] of unstarted.entries()) answers.set(item, returned[i] ?? null);
+    for (const [i, item] of snoozed.entries()) answers.set(item, slept[i] ?? null);
     for (const [i, item] of ended.entries()) answers.set(item, finished[i] ?? null);
     return items.map((item) => answers.get(item) ?? null);
+  }
+
+  async #snooze(items: SnoozedItem[]): Promise<(Finished | null)[]> {
+    this.#ctx.db.assertOpen();
+    const now = this.#ctx.db.now();
+    const valid = inIdOrder(items);
+    const result = await this.#ctx.db.timedWrite(() =>
+      this.#ctx.db.query<{ id: string; run_at: number }>(this.#sql.snooze, [
+        valid.map((item) => item.id),
+        valid.map((item) => item.attempt),
+        valid.map((item) => item.owner),
+        valid.map((item) => item.expired === true),
+        valid.map((item) => Math.max(0, Math.round(item.outcome.runAt - now))),
+        valid.map((item) => item.startedAt ?? null),
+      ]),
+    );
+    const dueAt = new Map(result.rows.map((row) => [row.id, Number(row.run_at)]));
+    // Snoozes whose job this process does not hold (an outcome written again later) are read once.
+    const unknown = [...dueAt.keys()].filter((id) => !this.#ctx.running.has(id));
+    const read = new Map<string, JobWire>();
+    if (unknown.length > 0 && this.#ctx.news.anyListener()) {
+      const rows = await this.#ctx.db.query<JobRow>(this.#ctx.shared.getMany, [unknown]).catch(() => null);
+      for (const row of rows?.rows ?? []) read.set(row.id, toWire(row));
+    }
+    return items.map((item) => {
+      const runAt = dueAt.get(item.id);
+      const running = this.#ctx.running.get(item.id);
+      const mine = running !== undefined && running.owner === item.owner && running.wire.attempts === item.attempt;
+      if (mine) this.#ctx.running.delete(item.id);
+      if (runAt === undefined) return null;
+      let wire: JobWire | null = read.get(item.id) ?? null;
+      if (mine) {
+        wire = running.wire;
+        wire.status = 'scheduled';
+        wire.runAt = runAt;
+        wire.attempts = Math.max(0, wire.attempts - 1);
+        wire.snoozes += 1;
+        if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
+      }
+      this.#ctx.due.lowerDue(runAt);
+      const done = wire;
+      this.#ctx.news.changed(
+        item.id,
+        done?.type ?? '',
+        'scheduled',
+        done === null ? null : () => jobFromWire(done),
+        runAt,
+      );
+      return { status: 'scheduled', others: 0 } satisfies Finished;
+    });
   }
 
   async #returnUnstarted(items: FinishItem[]): Promise<(Finished | null)[]> {

@@ -9,6 +9,7 @@ import callbacks from './migrations/006-callbacks.js';
 import finishFence from './migrations/007-finish-fence.js';
 import nodeLease from './migrations/008-node-lease.js';
 import attemptStarted from './migrations/009-attempt-started.js';
+import snoozes from './migrations/010-snoozes.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -27,6 +28,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 7, name: 'finish-fence', sql: finishFence },
   { version: 8, name: 'node-lease', sql: nodeLease },
   { version: 9, name: 'attempt-started', sql: attemptStarted },
+  { version: 10, name: 'snoozes', sql: snoozes },
 ];
 
 export const PG_SCHEMA_VERSION = MIGRATIONS.length;

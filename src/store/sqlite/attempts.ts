@@ -66,7 +66,10 @@ export async function finish(side: MainSide, items: FinishItem[]): Promise<(Fini
       wire.status = answer.status;
       wire.runAt = answer.retryAt;
       if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
-      if (answer.status === 'completed') {
+      if (item.outcome.kind === 'snoozed') {
+        wire.attempts = Math.max(0, wire.attempts - 1);
+        wire.snoozes += 1;
+      } else if (answer.status === 'completed') {
         wire.resultText = (item.outcome as { resultText: string }).resultText;
         wire.finishedAt = now;
       } else {
@@ -77,7 +80,7 @@ export async function finish(side: MainSide, items: FinishItem[]): Promise<(Fini
     }
     if (wire !== null) {
       const done = wire;
-      if (answer.status === 'retrying') {
+      if (answer.status === 'retrying' || answer.status === 'scheduled') {
         side.index.addDue(done.id, done.type, done.priority, done.group, answer.retryAt ?? now, done);
       }
       side.emit(done.id, done.type, done.status, () => jobFromWire(done));
@@ -108,7 +111,9 @@ function finishRowOf(item: FinishItem, mine: Running | null): FinishRow {
           ? { kind: 'failed', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt }
           : outcome.kind === 'released'
             ? { kind: 'released', errorText: JSON.stringify(outcome.error), retryAt: outcome.retryAt }
-            : { kind: 'unstarted' },
+            : outcome.kind === 'snoozed'
+              ? { kind: 'snoozed', runAt: outcome.runAt }
+              : { kind: 'unstarted' },
   };
 }
 

@@ -8,8 +8,8 @@ import { type JobRow, type JobWire, toWire } from '../core/rows.js';
 /**
  * Attempts' outcomes on the file, each fenced on job, attempt and lease owner (and, for
  * the rescuer's, on the lease still being expired): running → completed | failed |
- * retrying, or back to queued for an attempt that never started. Null where the fence
- * did not hold.
+ * retrying, scheduled for a snooze, or back to queued for an attempt that never started.
+ * Null where the fence did not hold.
  */
 export function finish(file: FileState, rows: FinishRow[], now: number): (FinishAnswer | null)[] {
   return rows.map((row) => finishOne(file, row, now));
@@ -42,8 +42,13 @@ function finishOne(file: FileState, item: FinishRow, now: number): FinishAnswer 
     const statement = item.expired ? s.failExpired : s.failRunning;
     if (statement.run(started, outcome.errorText, now, ...fence, ...expiry).changes === 0) return null;
     status = 'failed';
+  } else if (outcome.kind === 'snoozed') {
+    retryAt = outcome.runAt;
+    const statement = item.expired ? s.snoozeExpired : s.snoozeRunning;
+    if (statement.run(started, retryAt, ...fence, ...expiry).changes === 0) return null;
+    status = 'scheduled';
   } else {
-    retryAt = outcome.retryAt as number;
+    retryAt = outcome.retryAt;
     const refund = outcome.kind === 'released' ? 1 : 0;
     const statement = item.expired ? s.retryExpired : s.retryRunning;
     if (statement.run(started, outcome.errorText, retryAt, refund, ...fence, ...expiry).changes === 0) return null;
@@ -96,6 +101,15 @@ export function prepareFinishStatements({ prepare }: Preparer) {
     retryRunning: prepare(
       `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
        WHERE ${FENCE}`,
+    ),
+    /** A snooze: scheduled again, the attempt given back, one more snooze; the error is kept. */
+    snoozeRunning: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'scheduled', run_at = ?, attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1, ${CLEAR_LEASE}
+       WHERE ${FENCE}`,
+    ),
+    snoozeExpired: prepare(
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'scheduled', run_at = ?, attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1, ${CLEAR_LEASE}
+       WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     retryExpired: prepare(
       `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}

@@ -70,6 +70,7 @@ export type OutcomeRow =
   | { kind: 'completed'; resultText: string; progressText: string | null }
   | { kind: 'failed'; errorText: string; retryAt: number | null }
   | { kind: 'released'; errorText: string; retryAt: number }
+  | { kind: 'snoozed'; runAt: number }
   | { kind: 'unstarted' };
 
 export interface FinishRow {

@@ -38,6 +38,7 @@ describe('Dispatcher.stop', () => {
       metrics: new KilnMetrics({ counts: () => store.counts(), capacity: 100, threads: () => 1, busyThreads: () => 0 }),
       threads: 1,
       leaseMs: 60_000,
+      maxSnoozes: 100,
       onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
       log: silentLog,
     });

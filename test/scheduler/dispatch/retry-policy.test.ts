@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decideAttempt, decideExpired } from '../../../src/scheduler/dispatch/retry-policy.js';
+import { decideAttempt, decideExpired, MAX_SNOOZE_MS } from '../../../src/scheduler/dispatch/retry-policy.js';
 
 const NOW = 1_700_000_000_000;
 const half = () => 0.5;
+const MAX_SNOOZES = 3;
 const job = {
   attempts: 1,
   maxAttempts: 3,
+  snoozes: 0,
   timeoutMs: 1000,
   backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' as const },
 };
@@ -19,13 +21,14 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.deepEqual(decision, { outcome: { kind: 'completed', resultText: '{"a":1}' }, metric: 'success' });
   });
 
   it('retries a handler error after backoff, and fails it on the last attempt or when not retryable', () => {
     const error = { name: 'Error', message: 'boom', retryable: true };
-    const retry = decideAttempt(job, { kind: 'answered', result: { ok: false, error } }, true, NOW, half);
+    const retry = decideAttempt(job, { kind: 'answered', result: { ok: false, error } }, true, NOW, half, MAX_SNOOZES);
     assert.deepEqual(retry, {
       outcome: {
         kind: 'failed',
@@ -35,7 +38,7 @@ describe('retry policy', () => {
       metric: 'error',
     });
     const third = { ...job, attempts: 3 };
-    const last = decideAttempt(third, { kind: 'answered', result: { ok: false, error } }, true, NOW, half);
+    const last = decideAttempt(third, { kind: 'answered', result: { ok: false, error } }, true, NOW, half, MAX_SNOOZES);
     assert.equal(last.outcome.kind === 'failed' && last.outcome.retryAt, null);
     const fatal = decideAttempt(
       job,
@@ -43,6 +46,7 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.equal(fatal.outcome.kind === 'failed' && fatal.outcome.retryAt, null);
   });
@@ -55,6 +59,7 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.equal(second.outcome.kind === 'failed' && second.outcome.retryAt, NOW + 200);
     const late = decideAttempt(
@@ -63,17 +68,18 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.equal(late.outcome.kind === 'failed' && late.outcome.retryAt, NOW + 10_000);
   });
 
   it('fails a timed-out attempt with code timeout and a crashed one with worker_crashed, both retryable', () => {
-    const timeout = decideAttempt(job, { kind: 'aborted', reason: 'timeout' }, true, NOW, half);
+    const timeout = decideAttempt(job, { kind: 'aborted', reason: 'timeout' }, true, NOW, half, MAX_SNOOZES);
     assert.equal(timeout.metric, 'timeout');
     assert.ok(timeout.outcome.kind === 'failed');
     assert.equal(timeout.outcome.error.code, 'timeout');
     assert.equal(timeout.outcome.retryAt, NOW + 100);
-    const crash = decideAttempt(job, { kind: 'crashed', cause: 'exit 3' }, true, NOW, half);
+    const crash = decideAttempt(job, { kind: 'crashed', cause: 'exit 3' }, true, NOW, half, MAX_SNOOZES);
     assert.equal(crash.metric, 'crash');
     assert.ok(crash.outcome.kind === 'failed');
     assert.equal(crash.outcome.error.code, 'worker_crashed');
@@ -88,6 +94,7 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.equal(crashed.metric, 'crash');
     assert.ok(crashed.outcome.kind === 'failed');
@@ -101,6 +108,7 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.ok(interrupted.outcome.kind === 'released', 'not counted, even on the last attempt');
     assert.equal(interrupted.outcome.error.code, 'interrupted');
@@ -119,6 +127,7 @@ describe('retry policy', () => {
       true,
       NOW,
       half,
+      MAX_SNOOZES,
     );
     assert.equal(tooLarge.metric, 'error');
     assert.ok(tooLarge.outcome.kind === 'failed');
@@ -132,7 +141,7 @@ describe('retry policy', () => {
       [{ kind: 'aborted', reason: 'timeout' }, false],
       [{ kind: 'crashed', cause: 'exit' }, false],
     ] as const) {
-      const decision = decideAttempt(job, end, alone, NOW, half);
+      const decision = decideAttempt(job, end, alone, NOW, half, MAX_SNOOZES);
       assert.equal(decision.outcome.kind, 'released', JSON.stringify(end));
       assert.ok(decision.outcome.kind === 'released');
       assert.equal(decision.outcome.error.code, 'interrupted');
@@ -162,5 +171,93 @@ describe('retry policy', () => {
       backoff: job.backoff,
     };
     assert.deepEqual(decideExpired(expired, NOW, half), { kind: 'unstarted' });
+  });
+
+  it('snoozes: scheduled at now + ms with the attempt given back, even on the last attempt', () => {
+    const snooze = (ms: number) => ({
+      ok: false as const,
+      code: 'snoozed' as const,
+      snoozeMs: ms,
+      error: { name: 'Snooze', message: '', retryable: true },
+    });
+    const last = { ...job, attempts: job.maxAttempts };
+    assert.deepEqual(decideAttempt(last, { kind: 'answered', result: snooze(250) }, true, NOW, half, MAX_SNOOZES), {
+      outcome: { kind: 'snoozed', runAt: NOW + 250 },
+      metric: 'snoozed',
+    });
+    const zero = decideAttempt(job, { kind: 'answered', result: snooze(0) }, false, NOW, half, MAX_SNOOZES);
+    assert.deepEqual(zero.outcome, { kind: 'snoozed', runAt: NOW }, 'in a micro-batch too');
+    const fraction = decideAttempt(job, { kind: 'answered', result: snooze(0.2) }, true, NOW, half, MAX_SNOOZES);
+    assert.deepEqual(fraction.outcome, { kind: 'snoozed', runAt: NOW + 1 }, 'whole milliseconds, rounded up');
+    const longest = decideAttempt(
+      job,
+      { kind: 'answered', result: snooze(MAX_SNOOZE_MS) },
+      true,
+      NOW,
+      half,
+      MAX_SNOOZES,
+    );
+    assert.deepEqual(longest.outcome, { kind: 'snoozed', runAt: NOW + MAX_SNOOZE_MS });
+  });
+
+  it('fails a snooze outside 0 to a day as a handler error naming the range, retried like one', () => {
+    for (const ms of [-1, MAX_SNOOZE_MS + 1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const snooze = {
+        ok: false as const,
+        code: 'snoozed' as const,
+        snoozeMs: ms,
+        error: { name: 'Snooze', message: '', retryable: true },
+      };
+      const decision = decideAttempt(job, { kind: 'answered', result: snooze }, true, NOW, half, MAX_SNOOZES);
+      assert.equal(decision.metric, 'error');
+      assert.deepEqual(decision.outcome, {
+        kind: 'failed',
+        error: {
+          code: 'handler_error',
+          message: `SnoozeError: ctx.snooze(ms) takes a number of milliseconds from 0 to 86400000, got ${ms}`,
+          attempt: 1,
+        },
+        retryAt: NOW + 100,
+      });
+    }
+  });
+
+  it('fails the job for good (snooze_limit) at the snooze past the limit, whatever attempts are left', () => {
+    const snooze = {
+      ok: false as const,
+      code: 'snoozed' as const,
+      snoozeMs: 10,
+      error: { name: 'Snooze', message: '', retryable: true },
+    };
+    const below = decideAttempt(
+      { ...job, snoozes: MAX_SNOOZES - 1 },
+      { kind: 'answered', result: snooze },
+      true,
+      NOW,
+      half,
+      MAX_SNOOZES,
+    );
+    assert.equal(below.outcome.kind, 'snoozed');
+    const at = decideAttempt(
+      { ...job, maxAttempts: 100, snoozes: MAX_SNOOZES },
+      { kind: 'answered', result: snooze },
+      true,
+      NOW,
+      half,
+      MAX_SNOOZES,
+    );
+    assert.equal(at.metric, 'error');
+    assert.ok(at.outcome.kind === 'failed');
+    assert.equal(at.outcome.retryAt, null);
+    assert.equal(at.outcome.error.code, 'snooze_limit');
+    assert.equal(
+      at.outcome.error.message,
+      'the job snoozed 3 times, the most KILN_MAX_SNOOZES allows (3); it fails instead of snoozing again',
+    );
+    const none = decideAttempt(job, { kind: 'answered', result: snooze }, true, NOW, half, 0);
+    assert.ok(
+      none.outcome.kind === 'failed' && none.outcome.error.code === 'snooze_limit',
+      'KILN_MAX_SNOOZES=0: no snoozes',
+    );
   });
 });

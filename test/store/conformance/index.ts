@@ -7,6 +7,7 @@ import { claimFacet } from './claim.js';
 import { groupsFacet } from './groups.js';
 import { microBatchesFacet } from './micro-batches.js';
 import { finishFacet } from './finish.js';
+import { snoozeFacet } from './snooze.js';
 import { changesFacet } from './changes.js';
 import { leasesFacet } from './leases.js';
 import { eventsFacet } from './events.js';
@@ -40,6 +41,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
     groupsFacet(openStore);
     microBatchesFacet(openStore);
     finishFacet(openStore);
+    snoozeFacet(openStore);
     changesFacet(openStore);
     leasesFacet(openStore);
     eventsFacet(openStore);
