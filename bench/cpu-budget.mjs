@@ -15,6 +15,8 @@
  *   - workers: the worker threads (told by their nice value, KILN_THREAD_NICE, 10);
  *   - rest:    every other thread: the SQLite store thread, V8's GC and compiler helpers,
  *              libuv's pool;
+ *   - wake-ups: how often the main thread and the worker threads went to sleep (voluntary
+ *              context switches), per 100 jobs;
  *   - outside: the cost of a job outside its handler: main + rest + workers for noop jobs
  *              (whose handler does nothing, so the workers' time is the pool's own
  *              messaging); main + rest for jobs whose handler works (a 5 ms cpu.spin), as
@@ -63,7 +65,7 @@ const WORKLOADS = [
   { name: 'postgres.noop.single', store: 'postgres', job: { type: 'noop' }, total: 1_000, mode: 'waves' },
 ];
 
-/** Every thread of process `pid`: its ns on a core and its nice value. */
+/** Every thread of process `pid`: its ns on a core, its nice value and how often it went to sleep. */
 function threadTimes(pid) {
   const threads = new Map();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -72,7 +74,10 @@ function threadTimes(pid) {
       // Field 19 of stat is the nice value; the name in field 2 may hold spaces, so count from its ')'.
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const nice = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-      threads.set(Number(tid), { onCpuNs, nice });
+      // A voluntary context switch is the thread going to sleep: one per wake-up.
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+      const sleeps = Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+      threads.set(Number(tid), { onCpuNs, nice, sleeps });
     } catch {
       // The thread ended between the listing and the read.
     }
@@ -83,13 +88,21 @@ function threadTimes(pid) {
 /** CPU µs per job by kind of thread between two readings (threads that ended meanwhile are lost to both). */
 function perJob(pid, before, after, jobs) {
   const sums = { main: 0, workers: 0, rest: 0 };
+  const wakes = { main: 0, workers: 0 };
   for (const [tid, now] of after) {
-    const was = before.get(tid)?.onCpuNs ?? 0;
+    const was = before.get(tid);
     const kind = tid === pid ? 'main' : now.nice >= WORKER_NICE ? 'workers' : 'rest';
-    sums[kind] += now.onCpuNs - was;
+    sums[kind] += now.onCpuNs - (was?.onCpuNs ?? 0);
+    if (kind !== 'rest') wakes[kind] += now.sleeps - (was?.sleeps ?? 0);
   }
   const us = (ns) => ns / 1000 / jobs;
-  return { mainUs: us(sums.main), workersUs: us(sums.workers), restUs: us(sums.rest) };
+  return {
+    mainUs: us(sums.main),
+    workersUs: us(sums.workers),
+    restUs: us(sums.rest),
+    mainWakesPer100: (wakes.main * 100) / jobs,
+    workerWakesPer100: (wakes.workers * 100) / jobs,
+  };
 }
 
 /**
@@ -199,7 +212,7 @@ for (let run = 1; run <= runs; run++) {
     const figures = await measureOnce(workload);
     samples.get(workload.name).push(figures);
     console.log(
-      `  run ${run}, ${workload.name}: main ${figures.mainUs.toFixed(1)} µs/job, rest ${figures.restUs.toFixed(1)}, workers ${figures.workersUs.toFixed(1)}, outside the handler ${figures.outsideUs.toFixed(1)} (${figures.jobsPerSecond.toFixed(0)} jobs/s, ${figures.jobsPerCommit.toFixed(1)} jobs per commit)`,
+      `  run ${run}, ${workload.name}: main ${figures.mainUs.toFixed(1)} µs/job, rest ${figures.restUs.toFixed(1)}, workers ${figures.workersUs.toFixed(1)}, outside the handler ${figures.outsideUs.toFixed(1)} (${figures.jobsPerSecond.toFixed(0)} jobs/s, ${figures.jobsPerCommit.toFixed(1)} jobs per commit); wake-ups per 100 jobs: main ${figures.mainWakesPer100.toFixed(1)}, workers ${figures.workerWakesPer100.toFixed(1)}`,
     );
   }
 }
@@ -211,7 +224,10 @@ const over = [];
 const figures = workloads.map((workload) => {
   const mine = samples.get(workload.name);
   const median = Object.fromEntries(
-    [...KEYS, 'workersUs', 'jobsPerSecond', 'jobsPerCommit'].map((key) => [key, summarize(mine.map((f) => f[key]))]),
+    [...KEYS, 'workersUs', 'jobsPerSecond', 'jobsPerCommit', 'mainWakesPer100', 'workerWakesPer100'].map((key) => [
+      key,
+      summarize(mine.map((f) => f[key])),
+    ]),
   );
   const limits = budget.workloads[workload.name] ?? null;
   if (limits === null) over.push(`${workload.name}: no budget in ${BUDGET_FILE} (node bench/cpu-budget.mjs --update)`);

@@ -13,6 +13,9 @@ import type {
 import { AttemptSlots } from './slots.js';
 import type { TaskRegistry } from './registry.js';
 
+/** piscina's hook that picks a thread for a message (its type is not exported by name). */
+type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>['loadBalancer']>;
+
 export type ProgressMessage = Extract<ChannelMessage, { kind: 'progress' }>;
 
 export interface WorkerPoolOptions {
@@ -94,6 +97,10 @@ export class WorkerPool {
   #idleError: Error | null = null;
   /** One word per message in flight (two per thread: the one running and its look-ahead). */
   readonly slots: AttemptSlots;
+  /** Threads that new messages go to (see useThreads); the others stay parked. */
+  #inUse: number;
+  /** Messages each thread has started, by threadId. */
+  readonly #startedBy = new Map<number, number>();
   #piscina: Piscina<ThreadTask, ThreadAnswer> | null;
   #channel: BroadcastChannel | null;
   #closing: Promise<void> | null = null;
@@ -106,6 +113,7 @@ export class WorkerPool {
       throw new RangeError(`maxMemoryMb must be an integer >= 8, got ${options.maxMemoryMb}`);
     }
     this.#size = options.threads;
+    this.#inUse = options.threads;
     this.#onProgress = options.onProgress;
     const channelName = `kiln-pool-${process.pid}-${randomUUID()}`;
     this.slots = new AttemptSlots(options.threads * LOOK_AHEAD_DEPTH + 16);
@@ -135,6 +143,7 @@ export class WorkerPool {
       // without waiting for the main thread (a look-ahead, see slots.ts).
       concurrentTasksPerWorker: LOOK_AHEAD_DEPTH,
       idleTimeout: Number.POSITIVE_INFINITY,
+      loadBalancer: this.#balance,
       resourceLimits: {
         maxOldGenerationSizeMb: options.maxMemoryMb,
         // V8's default young generation is sized for a whole process; a small heap limit wants a smaller one.
@@ -158,6 +167,44 @@ export class WorkerPool {
       // held no started message.
       setImmediate(() => this.#reportIdleEnds());
     });
+  }
+
+  /**
+   * Which thread a message goes to: the least busy of the first `useThreads` threads
+   * with room (piscina lists them in the order they became ready, so these are the same
+   * threads from one message to the next and the rest stay parked); should none of them
+   * have room (a recalled message still holds its place), the first of the others that has.
+   */
+  readonly #balance: LoadBalancer = (_task, workers) => {
+    let best: (typeof workers)[number] | null = null;
+    let counted = 0;
+    for (const worker of workers) {
+      if (worker.terminating || worker.destroyed) continue;
+      counted += 1;
+      if (counted > this.#inUse && best !== null) break;
+      if (worker.currentUsage < LOOK_AHEAD_DEPTH && (best === null || worker.currentUsage < best.currentUsage)) {
+        best = worker;
+      }
+    }
+    return best;
+  };
+
+  /**
+   * Sends new messages to `count` threads (1 to `threads`), leaving the others parked.
+   * Messages already on a thread stay there.
+   */
+  useThreads(count: number): void {
+    this.#inUse = Math.min(this.#size, Math.max(1, Math.floor(count)));
+  }
+
+  /** The threads new messages go to. */
+  get threadsInUse(): number {
+    return this.#inUse;
+  }
+
+  /** Messages started since the pool opened, by the threadId of the thread that ran each. */
+  startedByThread(): ReadonlyMap<number, number> {
+    return this.#startedBy;
   }
 
   #reportIdleEnds(): void {
@@ -233,6 +280,8 @@ export class WorkerPool {
     this.#messages.delete(task.slot);
     this.#terminating.delete(task.slot);
     if (answer === 'recalled') return answer;
+    const threadId = this.slots.startedBy(task.slot);
+    if (threadId !== null) this.#startedBy.set(threadId, (this.#startedBy.get(threadId) ?? 0) + 1);
     if (answer.retire !== null) this.#retire(answer.retire, task.attempts);
     return answer.results;
   }

@@ -85,6 +85,13 @@ export class AttemptSlots {
     return Number(Atomics.load(this.#words, slot * WORDS + THREAD));
   }
 
+  /** The threadId of the thread that started the message, or null if none did. */
+  startedBy(slot: number): number | null {
+    const state = Atomics.load(this.#words, slot * WORDS + STATE);
+    if (state < STARTED) return null;
+    return Number(Atomics.load(this.#words, slot * WORDS + THREAD));
+  }
+
   /** When the thread started the message, or null if it never did (or was recalled). */
   startedAt(slot: number): number | null {
     const state = Atomics.load(this.#words, slot * WORDS + STATE);

@@ -68,7 +68,46 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
       assert.equal(job.attempts, 1, `only the attempt after the restart counts: ${JSON.stringify(job)}`);
       assert.equal(job.error, null, JSON.stringify(job));
     }
-    for (const id of held) assert.equal((await second.waitForJob(id)).status, 'completed');
+    for (const id of held) {
+      const job = await second.waitForJob(id);
+      assert.equal(job.status, 'completed', JSON.stringify(job));
+      // Their handlers had started, and the store had heard so before the kill: that attempt counts.
+      assert.equal(job.attempts, 2, `the started attempt and the one after the restart: ${JSON.stringify(job)}`);
+    }
+    second.child.kill('SIGTERM');
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+  });
+
+  it('counts the attempt of a look-ahead its thread started as the job ahead of it ended', async () => {
+    const oneThread = { ...env, KILN_STORE: `sqlite:${join(dir, 'one-thread.db')}`, KILN_THREADS: '1' };
+    const aheadDir = mkdtempSync(join(dir, 'ahead-'));
+    const nextDir = mkdtempSync(join(dir, 'next-'));
+    const quick = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
+    const first = await spawnKiln(oneThread);
+    const ahead = await submit(first, { type: 'test.steps', payload: { dir: aheadDir, steps: 1 } });
+    await first.waitForProgress(ahead);
+    // The only thread is busy: this one waits there as its look-ahead.
+    const next = await submit(first, {
+      type: 'test.steps',
+      payload: { dir: nextDir, steps: 1 },
+      maxAttempts: 3,
+      backoff: quick,
+    });
+    await first.waitForStatus(next, 'running');
+    writeFileSync(join(aheadDir, 'step-1'), '');
+    await first.waitForStatus(ahead, 'completed');
+    await first.waitForProgress(next);
+    // A write answered after the start was heard: the start is in the file by now.
+    await submit(first, { type: 'noop', payload: {} });
+
+    first.child.kill('SIGKILL');
+    assert.equal((await first.exited).signal, 'SIGKILL');
+
+    writeFileSync(join(nextDir, 'step-1'), '');
+    const second = await spawnKiln(oneThread);
+    const job = await second.waitForJob(next);
+    assert.equal(job.status, 'completed', JSON.stringify(job));
+    assert.equal(job.attempts, 2, `the attempt started before the kill counts: ${JSON.stringify(job)}`);
     second.child.kill('SIGTERM');
     assert.deepEqual(await second.exited, { code: 0, signal: null });
   });

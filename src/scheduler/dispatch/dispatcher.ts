@@ -10,6 +10,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
 import { TaskLimiter } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
+import { threadsFor } from './thread-sizing.js';
 import { abortCause, type AbortReason, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
@@ -32,6 +33,8 @@ export interface DispatcherOptions {
   microBatch?: MicroBatchOptions;
   /** The registered task types (a shared store that applies task limits claims type by type). */
   taskTypes?: () => readonly string[];
+  /** The main thread's CPU per job, in ms, that threads are sized against (thread-sizing.ts). */
+  mainMsPerJob?: number;
   /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
   isolated?: (type: string) => boolean;
 }
@@ -310,7 +313,7 @@ export class Dispatcher {
         // Recalled messages free their thread's place at once but keep their slot until
         // their thread gets to them: never post more messages than there are slots.
         const free = Math.min(
-          this.#options.threads * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled),
+          this.#pool.threadsInUse * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled),
           this.#pool.slots.available,
         );
         if (free <= 0) continue;
@@ -345,6 +348,7 @@ export class Dispatcher {
           return;
         }
         for (const jobs of batches) this.#run(jobs);
+        if (batches.length > 0) this.#sizeThreads(batches);
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
     } catch (error) {
@@ -356,8 +360,29 @@ export class Dispatcher {
       }, waitMs);
       this.#claimRetryTimer.unref();
     } finally {
-      this.#wake.armDue(this.#batches.size - this.#recalled < this.#options.threads * LOOK_AHEAD_DEPTH);
+      this.#wake.armDue(this.#batches.size - this.#recalled < this.#pool.threadsInUse * LOOK_AHEAD_DEPTH);
     }
+  }
+
+  /**
+   * Threads sized to the jobs just claimed (thread-sizing.ts): as many as the largest
+   * of them calls for. More threads come into use with the next claim, fewer as the
+   * messages on the others end.
+   */
+  #sizeThreads(batches: ClaimedJob[][]): void {
+    let meanMs: number | null = 0;
+    for (const jobs of batches) {
+      for (const job of jobs) {
+        const mean = this.#micro.meanMs(job.type);
+        if (mean === null || this.#options.isolated?.(job.type) === true) meanMs = null;
+        else if (meanMs !== null) meanMs = Math.max(meanMs, mean);
+        if (meanMs === null) break;
+      }
+      if (meanMs === null) break;
+    }
+    const wanted = threadsFor(meanMs, this.#options.threads, this.#options.mainMsPerJob);
+    if (wanted > this.#pool.threadsInUse) this.#pumpAgain = true;
+    this.#pool.useThreads(wanted);
   }
 
   /** Attempts of each type this server runs now (a look-ahead included). */

@@ -42,6 +42,12 @@ export class MicroBatching {
     return { costs: this.#tiny, budgetMs: this.#budgetMs, maxJobs: this.#maxJobs, solo: this.#solo };
   }
 
+  /** The mean attempt time of `type` in ms, or null until enough attempts have been measured. */
+  meanMs(type: string): number | null {
+    const cost = this.#costs.get(type);
+    return cost === undefined || cost.samples < MIN_SAMPLES ? null : cost.meanMs;
+  }
+
   /** One attempt of `type` took `ms` inside its thread. */
   learn(type: string, ms: number): void {
     let cost = this.#costs.get(type);

@@ -1,0 +1,18 @@
+/**
+ * How many worker threads to hand work to. Each job costs the main thread about
+ * MAIN_MS_PER_JOB to hand out and settle (claim, message, outcome, events), whatever
+ * its handler does. A thread running jobs of mean run time `t` is kept busy by the main
+ * thread for a share t ÷ MAIN_MS_PER_JOB of its time, so that many threads (rounded,
+ * at least one) run all the main thread can hand out; more only take cores from the
+ * main thread and the store thread without finishing a job sooner. Jobs of a type not
+ * measured yet are taken to be large.
+ */
+
+/** The main thread's CPU per job handed out, in ms (bench/README.md: main-thread CPU per noop job). */
+export const MAIN_MS_PER_JOB = 0.02;
+
+/** Threads for jobs whose mean run time is `meanMs` (null: not known yet), out of `threads`. */
+export function threadsFor(meanMs: number | null, threads: number, mainMsPerJob = MAIN_MS_PER_JOB): number {
+  if (meanMs === null) return threads;
+  return Math.min(threads, Math.max(1, Math.round(meanMs / mainMsPerJob)));
+}
