@@ -53,6 +53,7 @@ describe('threads in use, through real threads', () => {
       // machine (its run time is wall time): a wide margin keeps the decisions the same
       // from run to run. 20 ms jobs call for four threads at this cost per job.
       mainMsPerJob: 5,
+      maxSnoozes: 100,
       leaseMs: 60_000,
       onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
       log: silentLog,
