@@ -29,8 +29,9 @@
  * --check exits 1 when a workload's median over the runs is above its budget by more than
  * the file's margin (see bench/README.md for how the margin was chosen); --update writes
  * the medians of this run as the new budgets (a change that must cost more raises its
- * budget in the same commit, and says why). The PostgreSQL workloads need the server at
- * BENCH_PG_URL (else the local one); under CI=true a missing server fails the check.
+ * budget in the same commit, and says why). An unknown name in --only exits 2. The
+ * PostgreSQL workloads need the server at BENCH_PG_URL (else the local one); under CI=true
+ * a missing server fails the check.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
@@ -169,11 +170,18 @@ const { values } = parseArgs({
 });
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${values.runs}`);
+const only = values.only?.split(',') ?? null;
+const unknown = only?.filter((name) => !WORKLOADS.some((w) => w.name === name)) ?? [];
+if (unknown.length > 0) {
+  console.error(
+    `${NAME}: unknown workload ${unknown.join(', ') || '(none named)'} in --only; the workloads are: ${WORKLOADS.map((w) => w.name).join(', ')}`,
+  );
+  process.exit(2);
+}
 if (process.platform !== 'linux') {
   console.log(`${NAME}: needs Linux's per-thread accounting (/proc/<pid>/task); nothing measured`);
   process.exit(values.check && process.env.CI === 'true' ? 1 : 0);
 }
-const only = values.only?.split(',') ?? null;
 let workloads = WORKLOADS.filter((w) => only === null || only.includes(w.name));
 if (workloads.some((w) => w.store === 'postgres')) {
   const missing = await requirePostgres().then(
