@@ -24,15 +24,17 @@
  * bench/README.md). The commits per job are shown beside the figures: a workload whose
  * jobs per commit move has changed what it measures.
  *
- *   node bench/cpu-budget.mjs [--check] [--update] [--runs N] [--only a,b]
+ *   node bench/cpu-budget.mjs [--check] [--update [--allow-dirty]] [--runs N] [--only a,b]
  *
  * --check exits 1 when a workload's median over the runs is above its budget by more than
  * the file's margin (see bench/README.md for how the margin was chosen); --update writes
  * the medians of this run as the new budgets (a change that must cost more raises its
- * budget in the same commit, and says why). An unknown name in --only exits 2. The
+ * budget in the same commit, and says why), and refuses to when src/ or bench/ has
+ * uncommitted changes unless --allow-dirty. An unknown name in --only exits 2. The
  * PostgreSQL workloads need the server at BENCH_PG_URL (else the local one); under CI=true
  * a missing server fails the check.
  */
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -40,8 +42,8 @@ import { parseArgs } from 'node:util';
 import { pauseQueue, requestJson, resumeQueue, scrapeMetrics, waitUntilIdle } from './lib/kiln-client.mjs';
 import { measureKilnRun } from './lib/measure.mjs';
 import { dropSchema, freshSchemaName, KILN_SCHEMA_PREFIX, PG_URL, requirePostgres } from './lib/postgres.mjs';
-import { BENCH_DIR, runNodeJson, startKiln } from './lib/processes.mjs';
-import { formatSummary, kilnVersion, machine, printTable, summarize, writeResult } from './lib/report.mjs';
+import { BENCH_DIR, ROOT_DIR, runNodeJson, startKiln } from './lib/processes.mjs';
+import { formatSummary, machine, printTable, summarize, writeResult } from './lib/report.mjs';
 
 const NAME = 'cpu-budget';
 const BUDGET_FILE = join(BENCH_DIR, 'cpu-budget.json');
@@ -159,10 +161,35 @@ async function measureOnce(workload) {
   }
 }
 
+/**
+ * The checkout measured: HEAD, the last commits that changed src/ and bench/, and whether
+ * either has uncommitted changes (bench/cpu-budget.json itself aside, which --update writes).
+ */
+function checkout() {
+  const git = (...args) => spawnSync('git', args, { cwd: ROOT_DIR, encoding: 'utf8' });
+  const last = (dir) => {
+    const log = git('log', '-1', '--format=%h', '--', dir);
+    return log.status === 0 && log.stdout.trim() !== '' ? log.stdout.trim() : 'unknown';
+  };
+  const dirty = (...paths) => {
+    const status = git('status', '--porcelain', '--', ...paths);
+    return status.status === 0 ? status.stdout.trim() !== '' : null;
+  };
+  const head = git('rev-parse', '--short', 'HEAD');
+  return {
+    commit: head.status === 0 ? head.stdout.trim() : 'unknown',
+    srcCommit: last('src'),
+    srcDirty: dirty('src'),
+    benchCommit: last('bench'),
+    benchDirty: dirty('bench', ':(exclude)bench/cpu-budget.json'),
+  };
+}
+
 const { values } = parseArgs({
   options: {
     check: { type: 'boolean', default: false },
     update: { type: 'boolean', default: false },
+    'allow-dirty': { type: 'boolean', default: false },
     runs: { type: 'string', default: '5' },
     only: { type: 'string' },
   },
@@ -175,6 +202,13 @@ const unknown = only?.filter((name) => !WORKLOADS.some((w) => w.name === name)) 
 if (unknown.length > 0) {
   console.error(
     `${NAME}: unknown workload ${unknown.join(', ') || '(none named)'} in --only; the workloads are: ${WORKLOADS.map((w) => w.name).join(', ')}`,
+  );
+  process.exit(2);
+}
+const version = checkout();
+if (values.update && !values['allow-dirty'] && (version.srcDirty !== false || version.benchDirty !== false)) {
+  console.error(
+    `${NAME}: src/ or bench/ has uncommitted changes (or git could not tell), so the budgets would not belong to a commit; commit them first, or pass --allow-dirty (recorded in the file)`,
   );
   process.exit(2);
 }
@@ -261,12 +295,9 @@ writeResult(NAME, { name: NAME, runs, threads: THREADS, figures });
 
 if (values.update) {
   // Each workload keeps where its own budget was measured, since --only updates some of them.
-  const { commit, srcCommit, srcDirty } = kilnVersion();
   const measured = {
     date: new Date().toISOString(),
-    commit,
-    srcCommit,
-    srcDirty,
+    ...version,
     runs,
     loadAverage1mBefore: loadBefore,
     loadAverage1mAfter: machine().loadAverage1m,
