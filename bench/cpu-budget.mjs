@@ -62,6 +62,9 @@ const COMMIT_TOLERANCE = 0.2;
 /**
  * `waveJobsPerCommit`: the jobs per commit while the waves are submitted (dispatch paused),
  * fixed by the workload: a wave per commit on SQLite, each insert by itself on PostgreSQL.
+ * `judged`: the figures compared with the budget (all three unless said): the 5 ms jobs'
+ * main thread follows their jobs per commit (outcomes wait up to 10 ms to share a commit,
+ * which depends on the load), so that workload is judged outside the handler only.
  */
 const WORKLOADS = [
   { name: 'sqlite.noop.batch', store: 'sqlite', job: { type: 'noop' }, total: 20_000, mode: 'batch' },
@@ -80,6 +83,7 @@ const WORKLOADS = [
     total: 1_200,
     mode: 'batch',
     handlerWorks: true,
+    judged: ['outsideUs'],
   },
   { name: 'postgres.noop.batch', store: 'postgres', job: { type: 'noop' }, total: 10_000, mode: 'batch' },
   {
@@ -356,10 +360,11 @@ const figures = workloads.map((workload) => {
       summarize(mine.map((f) => f[key])),
     ]),
   );
+  const judged = workload.judged ?? KEYS;
   const limits = budget.workloads[workload.name] ?? null;
   const valid = !invalid.has(workload.name);
   if (limits === null) over.push(`${workload.name}: no budget in ${BUDGET_FILE} (node bench/cpu-budget.mjs --update)`);
-  for (const key of valid ? KEYS : []) {
+  for (const key of valid ? judged : []) {
     const limit = limits?.[key];
     if (limit === undefined) continue;
     if (median[key].median > limit * allowed) {
@@ -372,13 +377,15 @@ const figures = workloads.map((workload) => {
     workload: workload.name,
     median,
     budget: limits,
+    judged,
     ...(valid ? {} : { notComparable: invalid.get(workload.name) }),
   };
 });
 
 /**
  * `median (min–max) / budget +x %`: the figure and how far its median is from its budget
- * (no budget for an invalid workload).
+ * (`not judged` after a figure the workload is not judged on; no budget for an invalid
+ * workload).
  */
 const cell = (f, key) => {
   const figure = formatSummary(f.median[key], 1);
@@ -386,8 +393,9 @@ const cell = (f, key) => {
   const limit = f.budget?.[key];
   if (limit === undefined) return `${figure} / none`;
   const change = (f.median[key].median / limit - 1) * 100;
-  const mark = f.median[key].median > limit * allowed ? ' OVER' : '';
-  return `${figure} / ${limit} ${change >= 0 ? '+' : ''}${change.toFixed(0)} %${mark}`;
+  const distance = `${figure} / ${limit} ${change >= 0 ? '+' : ''}${change.toFixed(0)} %`;
+  if (!f.judged.includes(key)) return `${distance}, not judged`;
+  return `${distance}${f.median[key].median > limit * allowed ? ' OVER' : ''}`;
 };
 const commitCell = (f) => {
   const expected = f.budget?.jobsPerCommit;
@@ -444,5 +452,5 @@ if (values.check) {
   }
   if (over.length > 0) process.exit(1);
   if (invalid.size > 0) process.exit(3);
-  console.log(`\n${NAME}: every figure within its budget + ${(budget.margin * 100).toFixed(0)} %`);
+  console.log(`\n${NAME}: every judged figure within its budget + ${(budget.margin * 100).toFixed(0)} %`);
 }
