@@ -117,8 +117,11 @@ export class ReadyIndex {
     where: 'back' | 'front' = 'back',
   ): void {
     this.remove(id);
+    // A claim given back, or a job that outranks every queued one (checked before it
+    // joins), is the next claim's.
+    const next = where === 'front' || priority > this.#highestQueued();
     this.#enqueue({ id, type, priority, group, readyAt, round: 0, seq: 0 }, where);
-    if (record !== null) this.#keep(id, record);
+    if (record !== null) this.#keep(id, record, next);
   }
 
   /** A job became scheduled or retrying (ready at runAt). */
@@ -292,9 +295,16 @@ export class ReadyIndex {
     }
   }
 
-  #keep(id: string, record: JobWire): void {
+  /**
+   * Keeps a copy within the budget; `next` (the job is first in line: given back, or it
+   * outranks every queued job) keeps it past a full budget, so the claim that takes it
+   * does not wait for the file, and nor does a better job behind that claim. Such copies
+   * are few: the jobs of the messages given back, and one per priority above the rest.
+   */
+  #keep(id: string, record: JobWire, next = false): void {
     const bytes = (record.payloadText?.length ?? 0) + RECORD_OVERHEAD;
-    if (this.#recordBytes + bytes > this.#recordBudget) return;
+    if (this.#recordBudget === 0) return;
+    if (this.#recordBytes + bytes > this.#recordBudget && !next) return;
     this.#records.set(id, record);
     this.#recordBytes += bytes;
   }
@@ -334,6 +344,14 @@ export class ReadyIndex {
     else queue.push(entry);
     this.#entries += 1;
     this.#levelSizes[entry.priority] = (this.#levelSizes[entry.priority] ?? 0) + 1;
+  }
+
+  /** The highest priority with queued jobs, −1 when none is queued. */
+  #highestQueued(): number {
+    for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY; priority--) {
+      if (this.#levelSizes[priority] !== 0) return priority;
+    }
+    return -1;
   }
 
   /** The lowest round queued at a level (0 when it is empty): where a group without queued jobs starts. */

@@ -295,6 +295,46 @@ describe('ReadyIndex', () => {
       );
     });
 
+    it('keeps the copy of a claim given back past a full budget', () => {
+      const index = new ReadyIndex(1000);
+      index.addQueued('a', 't', 0, null, 1, wire('a'));
+      index.addQueued('b', 't', 0, null, 2, wire('b'));
+      const claimed = index.take();
+      assert.equal(claimed?.record?.id, 'a');
+      index.addQueued('c', 't', 0, null, 3, wire('c'));
+      index.addQueued('a', 't', 0, null, 1, wire('a'), 'front');
+      const records = new Map<string, JobWire | null>();
+      for (let t = index.take(); t !== undefined; t = index.take()) records.set(t.entry.id, t.record);
+      assert.deepEqual(
+        [...records].map(([id, record]) => [id, record?.id ?? null]),
+        [
+          ['a', 'a'],
+          ['b', null],
+          ['c', 'c'],
+        ],
+      );
+    });
+
+    it('keeps the copy of a job that outranks every queued one past a full budget', () => {
+      const index = new ReadyIndex(1000);
+      index.addQueued('low-1', 't', 0, null, 1, wire('low-1'));
+      index.addQueued('low-2', 't', 0, null, 2, wire('low-2'));
+      index.addQueued('high', 't', 9, null, 3, wire('high'));
+      index.addQueued('high-2', 't', 9, null, 4, wire('high-2'));
+      const records = new Map<string, JobWire | null>();
+      for (let t = index.take(); t !== undefined; t = index.take()) records.set(t.entry.id, t.record);
+      assert.deepEqual(
+        [...records].map(([id, record]) => [id, record?.id ?? null]),
+        [
+          ['high', 'high'],
+          ['high-2', null],
+          ['low-1', 'low-1'],
+          ['low-2', null],
+        ],
+        'past the budget only the job that outranked every queued one keeps its copy',
+      );
+    });
+
     it('keeps no copy at all with a budget of 0, and drops copies at a rebuild', () => {
       const none = new ReadyIndex(0);
       none.addQueued('a', 't', 5, null, 1, wire('a'));
