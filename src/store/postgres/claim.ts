@@ -34,6 +34,18 @@ const SINGLE_JOBS: NonNullable<ClaimRequest['micro']> = {
  * ready: a level ages as its next job in fair order, so the level with the best
  * effective priority is taken first and, inside it, groups still take turns.
  */
+/**
+ * How every claim transaction begins. `claimIds` runs in three of them (micro-batched,
+ * aged, limited), and a named statement keeps the plan it made under the settings of its
+ * first runs on a connection: a setting changed later is not a reason to plan it again.
+ * So the settings are one, here. Sorting off keeps each candidate read on its claim
+ * index, even for a young table without statistics whose planner would rather sort
+ * every queued row; the one sort left (the candidates of several types or levels, a few
+ * rows) then costs 1e10 to the planner, which must not take that for a reason to
+ * JIT-compile the statement (100+ ms a claim).
+ */
+export const CLAIM_TRANSACTION = 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off';
+
 const LEVEL_HEAD_READY_AT =
   'first_value(c.ready_at) OVER (PARTITION BY c.priority ORDER BY c.round, c.ready_at, c.ready_seq)';
 
@@ -226,8 +238,6 @@ export class PgClaim {
     micro: NonNullable<ClaimRequest['micro']>,
   ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
     const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
-    // The candidates must come in index order; a planner without statistics for a young
-    // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
     return this.#ctx.db.transaction(async (client) => {
       const candidates = (await run<{ id: string; type: string }>(client, this.#sql.claimCandidates, [limit])).rows;
       const groups = formBatches(candidates, request.batches, micro);
@@ -235,7 +245,7 @@ export class PgClaim {
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
       const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups };
-    }, 'BEGIN; SET LOCAL enable_sort = off');
+    }, CLAIM_TRANSACTION);
   }
 
   /** A claim under priority aging: candidates level by level, ordered by effective priority. */
@@ -254,7 +264,7 @@ export class PgClaim {
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
       const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups: formed };
-    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+    }, CLAIM_TRANSACTION);
   }
 
   /**
@@ -323,10 +333,7 @@ export class PgClaim {
           ? await run<ClaimRow>(client, this.#sql.claimIds, values)
           : await run<ClaimRow>(client, this.#sql.claimIdsRated, [...values, limited, perMs, rated]);
       return { rows: claimed.rows, groups: formed };
-      // Sorting off keeps each type's probe on jobs_claim_type; the one sort left (the
-      // candidates of all types, a few rows) then costs 1e10 to the planner, which must
-      // not take that for a reason to JIT-compile the statement (100+ ms a claim).
-    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+    }, CLAIM_TRANSACTION);
     for (const type of passed) request.passedOver?.(type);
     return result;
   }
