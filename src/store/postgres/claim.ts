@@ -34,6 +34,18 @@ const SINGLE_JOBS: NonNullable<ClaimRequest['micro']> = {
  * ready: a level ages as its next job in fair order, so the level with the best
  * effective priority is taken first and, inside it, groups still take turns.
  */
+/**
+ * How every claim transaction begins. `claimIds` runs in three of them (micro-batched,
+ * aged, limited), and a named statement keeps the plan it made under the settings of its
+ * first runs on a connection: a setting changed later is not a reason to plan it again.
+ * So the settings are one, here. Sorting off keeps each candidate read on its claim
+ * index, even for a young table without statistics whose planner would rather sort
+ * every queued row; the one sort left (the candidates of several types or levels, a few
+ * rows) then costs 1e10 to the planner, which must not take that for a reason to
+ * JIT-compile the statement (100+ ms a claim).
+ */
+export const CLAIM_TRANSACTION = 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off';
+
 const LEVEL_HEAD_READY_AT =
   'first_value(c.ready_at) OVER (PARTITION BY c.priority ORDER BY c.round, c.ready_at, c.ready_seq)';
 
@@ -56,11 +68,14 @@ claimed AS (
     /**
      * The claim: the best queued jobs in index order ($2 of them), skipping rows other
      * claimers hold, become running under the owner's lease ($1, $3 ms). Nothing while
-     * dispatch is paused cluster-wide.
+     * dispatch is paused cluster-wide. The locked rows are updated by their ids as an
+     * array, not by a join: a generic plan counts on a tenth of the table for `LIMIT $2`,
+     * and would join that many by hashing a scan of the whole table; an array of unknown
+     * length it counts as a few ids, each one probe of the primary key.
      */
     claim: prepared(`
 WITH picked AS MATERIALIZED (
-  SELECT id, started_at AS previous_start FROM ${s}.jobs
+  SELECT id FROM ${s}.jobs
   WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
   ORDER BY priority DESC, round, ready_at, ready_seq
   LIMIT $2
@@ -68,8 +83,8 @@ WITH picked AS MATERIALIZED (
 UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
   prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
   lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
-FROM picked WHERE j.id = picked.id
-RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')}`),
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+RETURNING j.prior_started_at AS previous_start, j.ready_seq, j.round, ${prefixed('j')}`),
     /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
     claimCandidates: prepared(`
 SELECT id::text AS id, type FROM ${s}.jobs
@@ -226,8 +241,6 @@ export class PgClaim {
     micro: NonNullable<ClaimRequest['micro']>,
   ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
     const limit = Math.min(MAX_CANDIDATES, request.batches * Math.max(1, micro.maxJobs));
-    // The candidates must come in index order; a planner without statistics for a young
-    // table may prefer a bitmap scan and a sort of every queued row, so sorting is off here.
     return this.#ctx.db.transaction(async (client) => {
       const candidates = (await run<{ id: string; type: string }>(client, this.#sql.claimCandidates, [limit])).rows;
       const groups = formBatches(candidates, request.batches, micro);
@@ -235,7 +248,7 @@ export class PgClaim {
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups };
       const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups };
-    }, 'BEGIN; SET LOCAL enable_sort = off');
+    }, CLAIM_TRANSACTION);
   }
 
   /** A claim under priority aging: candidates level by level, ordered by effective priority. */
@@ -254,7 +267,7 @@ export class PgClaim {
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
       const rows = (await run<ClaimRow>(client, this.#sql.claimIds, [request.owner, ids, request.leaseMs])).rows;
       return { rows, groups: formed };
-    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+    }, CLAIM_TRANSACTION);
   }
 
   /**
@@ -323,10 +336,7 @@ export class PgClaim {
           ? await run<ClaimRow>(client, this.#sql.claimIds, values)
           : await run<ClaimRow>(client, this.#sql.claimIdsRated, [...values, limited, perMs, rated]);
       return { rows: claimed.rows, groups: formed };
-      // Sorting off keeps each type's probe on jobs_claim_type; the one sort left (the
-      // candidates of all types, a few rows) then costs 1e10 to the planner, which must
-      // not take that for a reason to JIT-compile the statement (100+ ms a claim).
-    }, 'BEGIN; SET LOCAL enable_sort = off; SET LOCAL jit = off');
+    }, CLAIM_TRANSACTION);
     for (const type of passed) request.passedOver?.(type);
     return result;
   }

@@ -28,6 +28,16 @@ const PROBE_EVERY_MS = 1000;
 const QUERY_TIMEOUT_MS = 15_000;
 /** Errors that mean the database cannot be reached or cannot write, not a bad statement. */
 const UNAVAILABLE_SQLSTATES = /^(08|53|57P|58)/;
+/**
+ * Errors that mean a connection's named statements are out of step with the server:
+ * 26000, the statement is gone (DEALLOCATE, DISCARD ALL, a pooler that gave the session
+ * to another client) while the driver still sends only its name; 0A000, "cached plan
+ * must not change result type" (a table changed what a prepared statement returns). Both
+ * come again on every later run on that connection, so it is dropped, not pooled again;
+ * both come before the statement runs. 0A000 also names other features PostgreSQL lacks,
+ * which no statement of the store uses: one would only cost a few connections.
+ */
+const STALE_STATEMENT_SQLSTATES = new Set(['26000', '0A000']);
 
 export class PgConnection {
   readonly schema: string;
@@ -126,14 +136,16 @@ export class PgConnection {
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
     this.assertOpen();
-    if (this.#options.clock !== null) return this.withClient((client) => run<R>(client, statement, values));
-    try {
-      const result = await run<R>(this.#pool, statement, values);
-      this.#markAvailable();
-      return result;
-    } catch (error) {
-      throw this.#translate(error);
-    }
+    return this.#rerunIfStale(async () => {
+      if (this.#options.clock !== null) return this.#onClient((client) => run<R>(client, statement, values));
+      try {
+        const result = await run<R>(this.#pool, statement, values);
+        this.#markAvailable();
+        return result;
+      } catch (error) {
+        throw this.#translate(error);
+      }
+    });
   }
 
   /**
@@ -141,11 +153,20 @@ export class PgConnection {
    * (notifications, counters folding, the last words of a closing store).
    */
   poolQuery(statement: string | Prepared, values?: unknown[]): Promise<pg.QueryResult> {
-    return run(this.#pool, statement, values);
+    return this.#rerunIfStale(() => run(this.#pool, statement, values));
   }
 
-  async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * `work` on a connection of the pool. `rerun`: the work leaves nothing behind when it
+   * fails (it is one statement), so it may run again on another connection after a stale
+   * statement failed it; work that commits statement by statement may not.
+   */
+  async withClient<T>(work: (client: pg.PoolClient) => Promise<T>, rerun = false): Promise<T> {
     this.assertOpen();
+    return rerun ? this.#rerunIfStale(() => this.#onClient(work)) : this.#onClient(work);
+  }
+
+  async #onClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect();
     let broken: unknown;
     try {
@@ -156,10 +177,12 @@ export class PgConnection {
       broken = error;
       throw this.#translate(error);
     } finally {
-      client.release(broken !== undefined && isUnavailable(broken) ? (broken as Error) : undefined);
+      const drop = broken !== undefined && (isUnavailable(broken) || isStaleStatement(broken));
+      client.release(drop ? (broken as Error) : undefined);
     }
   }
 
+  /** `work` in a transaction; rolled back when it fails, so it may run again after a stale statement. */
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     return this.withClient(async (client) => {
       const started = performance.now();
@@ -182,7 +205,7 @@ export class PgConnection {
       } finally {
         afterCommitHooks.delete(client);
       }
-    });
+    }, true);
   }
 
   /** Whether the client runs a transaction of `transaction()`. */
@@ -213,6 +236,23 @@ export class PgConnection {
 
   async end(): Promise<void> {
     await this.#pool.end().catch(() => undefined);
+  }
+
+  /**
+   * Runs `attempt` again while a stale statement fails it. Nothing it did stays: a lone
+   * statement that fails leaves nothing (and these errors come before it runs), a
+   * transaction is rolled back. Each failure drops its connection, so once every pooled
+   * connection has been tried the pool holds only new ones, which parse the statement
+   * anew: at most pool size + 1 runs.
+   */
+  async #rerunIfStale<T>(attempt: () => Promise<T>): Promise<T> {
+    for (let runs = 1; ; runs++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!isStaleStatement(error) || runs > this.#options.poolSize) throw error;
+      }
+    }
   }
 
   #translate(error: unknown): unknown {
@@ -300,6 +340,11 @@ function isUnavailable(error: unknown): boolean {
       message,
     )
   );
+}
+
+function isStaleStatement(error: unknown): boolean {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && STALE_STATEMENT_SQLSTATES.has(code);
 }
 
 function isRefusal(value: unknown): boolean {

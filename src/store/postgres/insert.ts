@@ -99,7 +99,8 @@ export class PgInsert {
               if (isInsertRace(error)) return 'again' as const;
               throw error;
             })
-        : await this.#ctx.db.timedWrite(() => this.#ctx.db.withClient((client) => this.insertIn(client, jobs)));
+        : // Without keys or outside parents, the insert is one statement: it may run again.
+          await this.#ctx.db.timedWrite(() => this.#ctx.db.withClient((client) => this.insertIn(client, jobs), true));
       // A twin inserted under the same key meanwhile: again, and this time it is seen.
       if (answer !== 'again') return answer;
       if (round >= 5) throw new Error('an idempotency key kept changing hands during an insert');

@@ -17,6 +17,13 @@ import snoozes from './migrations/010-snoozes.js';
  * schema name covers the whole run, so servers that start together apply each step
  * once: the first applies, the others wait and find nothing left to do. Append a step
  * to change the schema; never edit one that shipped.
+ *
+ * A step never changes the type of a column or function result that a prepared statement
+ * returns while servers of the version before may still run: their connections hold
+ * those statements (`prepared()` in sql.ts), each would fail a run ("cached plan must not
+ * change result type") before its connection is dropped (connection.ts), and the older
+ * code would then read a type it was not written for. Add a column beside the old one
+ * instead, and drop the old one a release later.
  */
 const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 1, name: 'jobs', sql: jobs },
