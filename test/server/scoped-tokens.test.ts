@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
+import { registerAuth } from '../../src/server/auth.js';
 import { startServer, type TestResponse, type TestServer } from '../support/kiln.js';
 import { pollUntil } from '../support/poll.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
@@ -226,3 +227,27 @@ for (const store of ['sqlite', 'postgres'] as const) {
     });
   });
 }
+
+describe('the scope of a route', () => {
+  it('is declared by every route under /v1 and /metrics, or the server does not start', async () => {
+    for (const url of ['/v1/unscoped', '/v1/jobs/:id/unscoped', '/metrics']) {
+      const app = Fastify();
+      registerAuth(app, []);
+      assert.throws(
+        () => app.get(url, async () => 'open'),
+        (error: unknown) =>
+          error instanceof Error && error.message === `GET ${url} declares no scope: give it config: { scope }`,
+        url,
+      );
+      await app.close();
+    }
+    // Elsewhere a route without a scope is open, and one under /v1 with a scope is taken.
+    const app = Fastify();
+    registerAuth(app, []);
+    app.get('/open', async () => 'open');
+    app.get('/v1/scoped', { config: { scope: 'read' } }, async () => 'read');
+    await app.ready();
+    assert.equal((await app.inject({ url: '/open' })).body, 'open');
+    await app.close();
+  });
+});
