@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -260,6 +260,8 @@ describe('audit lines at LOG_LEVEL=warn', () => {
 
   before(async () => {
     writeFileSync(file, JSON.stringify([{ name: 'viewer', token: SECRETS.viewer, scopes: ['read'] }]));
+    // Secrets in clear that every user may read: the server starts, with a warning.
+    chmodSync(file, 0o644);
     server = await startServer(
       { KILN_API_TOKENS: SECRETS.env, KILN_API_TOKENS_FILE: file, LOG_LEVEL: 'warn' },
       undefined,
@@ -269,6 +271,15 @@ describe('audit lines at LOG_LEVEL=warn', () => {
   after(async () => {
     await server.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('warns at start of a tokens file of clear secrets that every user may read', () => {
+    const warnings = log.lines.filter((line) => line.level === LEVELS.warn && line.msg.includes(file));
+    assert.equal(warnings.length, 1, JSON.stringify(log.lines));
+    assert.match(
+      warnings[0]?.msg ?? '',
+      /holds secrets in clear and every user of this machine may read it \(mode 644\)/,
+    );
   });
 
   it('writes an audit line for every admin action, though no request line is written', async () => {
