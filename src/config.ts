@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { type ApiToken, loadApiTokens } from './api-tokens.js';
+import { type ApiToken, type LoadedApiTokens, loadApiTokens } from './api-tokens.js';
 
 const DAY_MS = 86_400_000;
 
@@ -73,10 +73,8 @@ const tokens = z
   .optional()
   .transform((raw, ctx) => {
     if (raw === undefined || raw === '') return [];
-    const list = raw
-      .split(',')
-      .map((token) => token.trim())
-      .filter((token) => token.length > 0);
+    // Trimmed, and checked, with the file's secrets (api-tokens.ts).
+    const list = raw.split(',').filter((token) => token.trim().length > 0);
     if (list.length === 0) {
       ctx.addIssue({
         code: 'custom',
@@ -178,6 +176,8 @@ export interface Config {
   tasksDir: string | null;
   /** The tokens the API accepts (none: an open API), from KILN_API_TOKENS and KILN_API_TOKENS_FILE. */
   apiTokens: ApiToken[];
+  /** What to warn of at start about the tokens file (a file of clear secrets any user may read); null: nothing. */
+  apiTokensWarning: string | null;
   maxBodyBytes: number;
   /** How long a request may take to arrive, headers and body (408 after); answers may take longer. */
   requestTimeoutMs: number;
@@ -219,7 +219,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(parsed.error.issues.map((issue) => issue.message).join('; '));
   }
   const e = parsed.data;
-  let apiTokens: ApiToken[];
+  let apiTokens: LoadedApiTokens;
   try {
     apiTokens = loadApiTokens(e.KILN_API_TOKENS, e.KILN_API_TOKENS_FILE);
   } catch (error) {
@@ -241,7 +241,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pgPoolSize: e.KILN_PG_POOL_SIZE,
     pgSchema: e.KILN_PG_SCHEMA,
     tasksDir: e.KILN_TASKS_DIR,
-    apiTokens,
+    apiTokens: apiTokens.tokens,
+    apiTokensWarning: apiTokens.warning,
     maxBodyBytes: e.KILN_MAX_BODY_BYTES,
     requestTimeoutMs: e.KILN_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: e.KILN_SHUTDOWN_GRACE_MS,

@@ -127,6 +127,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     },
     logger: log,
   });
+  if (config.apiTokensWarning !== null) log.warn(config.apiTokensWarning);
   if (config.apiTokens.length === 0) {
     log.warn('no API tokens (KILN_API_TOKENS, KILN_API_TOKENS_FILE): the API is open to anyone who can reach it');
   }

@@ -6,14 +6,15 @@ import { problem, sendProblem } from './problems.js';
 
 /**
  * Who may call what (API.md, "Authentication"). Each route declares the scope it needs
- * in its options (`config: { scope }`); this hook, the OpenAPI document and the request
- * log read that declaration and nothing else. A route under /v1 that declares none
- * needs `admin`, so a route added without thought is closed rather than open.
+ * in its options (`config: { scope }`); this hook, the OpenAPI document (and through it
+ * the client and the dashboard) and the request log read that declaration and nothing
+ * else. A route under /v1 or /metrics that declares none stops the server at start, so
+ * no reader is left to guess what such a route needs.
  */
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The scope a token needs for this route; routes outside /v1 and /metrics without one are open. */
+    /** The scope a token needs for this route: required under /v1 and /metrics; a route without one is open. */
     scope?: Scope;
   }
   interface FastifyRequest {
@@ -22,13 +23,15 @@ declare module 'fastify' {
   }
 }
 
+/** Whether a route is one tokens guard: the API under /v1, and /metrics. */
+function guarded(url: string): boolean {
+  return url === '/v1' || url.startsWith('/v1/') || url === '/metrics';
+}
+
 /** The scope the request's route needs, or null for an open route (or no route: a 404 follows). */
 export function scopeOf(request: FastifyRequest): Scope | null {
-  const route = request.routeOptions.url;
-  if (route === undefined) return null;
-  const declared = request.routeOptions.config.scope;
-  if (declared !== undefined) return declared;
-  return route.startsWith('/v1/') || route === '/metrics' ? 'admin' : null;
+  if (request.routeOptions.url === undefined) return null;
+  return request.routeOptions.config.scope ?? null;
 }
 
 /** The route as API.md and the OpenAPI document write it: `/v1/jobs/{id}/cancel`. */
@@ -39,6 +42,12 @@ export function operationOf(request: FastifyRequest): string {
 
 export function registerAuth(app: FastifyInstance, tokens: readonly ApiToken[]): void {
   app.decorateRequest('apiToken', null);
+  // Checked with or without tokens, so that a route missing its scope fails every test that starts a server.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.scope === undefined && guarded(route.url)) {
+      throw new Error(`${String(route.method)} ${route.url} declares no scope: give it config: { scope }`);
+    }
+  });
   if (tokens.length === 0) return;
   app.addHook('onRequest', async (request, reply) => {
     // Decided by the route the request matched, not by its raw URL: the router decodes

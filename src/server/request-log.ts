@@ -12,8 +12,9 @@ const REDACTED = '***';
  * When the answer has gone out (or the client went away): the request's line in the log
  * (naming the token it came with, never its secret), its HTTP metrics by route pattern,
  * and for an action that needs `admin` an audit line: who, what, on which job or
- * setting (the route's parameters), and how it was answered. Hooked on the socket's close rather than on
- * fastify's onResponse, which a hijacked reply (an event stream) never reaches.
+ * setting (the route's parameters), and how it was answered. Hooked on the response's
+ * close rather than on fastify's onResponse, which a hijacked reply (an event stream)
+ * never reaches. A client that goes away closes the response too, before any answer.
  */
 export function observeAnswer(request: FastifyRequest, reply: FastifyReply, scheduler: Scheduler): void {
   const started = process.hrtime.bigint();
@@ -34,16 +35,26 @@ export function observeAnswer(request: FastifyRequest, reply: FastifyReply, sche
       );
     }
     // A request the token check turned away (401) has no one to name: its request line tells of it.
-    if (scopeOf(request) === 'admin' && status !== 401 && writes(request.log, 'info')) {
-      const action = operationOf(request);
-      const target = { ...(request.params as Record<string, string> | undefined) };
-      const on = Object.values(target).join(' ');
-      request.log.info(
-        { audit: { token, action, target, status } },
-        `audit: ${token ?? 'no token'} ${action}${on === '' ? '' : ` ${on}`} ${status}`,
-      );
-    }
+    if (scopeOf(request) === 'admin' && status !== 401)
+      audit(request, token, reply.raw.writableFinished ? status : null);
   });
+}
+
+/**
+ * The audit line of an admin action, at `info` on a logger of its own level, so that
+ * LOG_LEVEL (warn under load, even error) never hides it; only `silent` does. `status`
+ * is null when the client went away before the answer was written: the line then says
+ * `aborted` rather than claim an answer nobody saw.
+ */
+function audit(request: FastifyRequest, token: string | null, status: number | null): void {
+  const log = request.log.level === 'silent' ? request.log : request.log.child({}, { level: 'info' });
+  const action = operationOf(request);
+  const target = { ...(request.params as Record<string, string> | undefined) };
+  const on = Object.values(target).join(' ');
+  log.info(
+    { audit: { token, action, target, status, ...(status === null ? { aborted: true } : {}) } },
+    `audit: ${token ?? 'no token'} ${action}${on === '' ? '' : ` ${on}`} ${status ?? 'aborted'}`,
+  );
 }
 
 /** Whether the logger writes lines of `level` (pino says so; a logger that cannot tell is asked to write). */

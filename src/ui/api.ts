@@ -150,8 +150,9 @@ export interface Permissions {
 
 /**
  * The token's scopes (GET /v1/token) against the scope each action's operation needs
- * (the OpenAPI document). An operation the document gives no scope is left to the
- * server to refuse.
+ * (the OpenAPI document), where every operation under /v1 has one (the server does not
+ * start otherwise). An operation the document does not list (an older server) is left to
+ * the server to refuse.
  */
 export async function loadPermissions(): Promise<Permissions> {
   const [token, needs] = await call((kiln) => Promise.all([kiln.token(), kiln.operationScopes()]));

@@ -106,9 +106,16 @@ function App() {
   const [needToken, setNeedToken] = useState(false);
   // Bumped when a token is accepted: the page is mounted afresh and loads again.
   const [session, setSession] = useState(0);
-  useEffect(() => onUnauthorized(() => setNeedToken(true)), []);
   // What the token may do, asked again whenever a token is accepted.
   const [permissions, setPermissions] = useState<Permissions>(NO_PERMISSIONS);
+  // The token is gone (forgotten, or refused): so is what it could do, before the next
+  // token's page renders, which would otherwise show the old token's buttons until its
+  // own permissions arrive.
+  const askForToken = () => {
+    setPermissions(NO_PERMISSIONS);
+    setNeedToken(true);
+  };
+  useEffect(() => onUnauthorized(askForToken), []);
   useEffect(() => {
     if (needToken) return undefined;
     let current = true;
@@ -123,7 +130,7 @@ function App() {
   }, [session, needToken]);
   const signOut = () => {
     forgetToken();
-    setNeedToken(true);
+    askForToken();
   };
   return html`<header class="top">
       <a class="brand" href="#/">Kiln</a>

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.js';
+
+/** Why a secret no bearer header can carry is refused. */
+const TOKEN68 =
+  'has a character a bearer token cannot carry (RFC 6750: letters, digits, "-", ".", "_", "~", "+", "/", then "=" at the end only)';
 
 describe('loadConfig', () => {
   it('has the documented defaults', () => {
@@ -111,6 +115,10 @@ describe('loadConfig', () => {
     ['LOG_FORMAT', 'xml', 'LOG_FORMAT must be one of auto, json, pretty, got "xml"'],
     ['KILN_API_TOKENS', ',', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got ","'],
     ['KILN_API_TOKENS', ' ', 'KILN_API_TOKENS must be comma-separated tokens (unset it for an open API), got " "'],
+    ['KILN_API_TOKENS', 'a,b c', `KILN_API_TOKENS: token 2 ${TOKEN68}`],
+    ['KILN_API_TOKENS', 'a,b=c', `KILN_API_TOKENS: token 2 ${TOKEN68}`],
+    ['KILN_API_TOKENS', 'clé', `KILN_API_TOKENS: token 1 ${TOKEN68}`],
+    ['KILN_API_TOKENS', 'a, a ', 'KILN_API_TOKENS: token 2 is token 1 again'],
   ] as const) {
     it(`refuses ${name}=${value} naming the variable, the value and what was expected`, () => {
       assert.throws(
@@ -162,6 +170,13 @@ describe('KILN_API_TOKENS_FILE', () => {
     ['a short sha256', [{ name: 'ci', sha256: 'abc', scopes: ['read'] }], {}, 'sha256 must be 64 hex digits'],
     ['an unknown field', [{ ...entry, password: 'x' }], {}, 'entry 1 ("ci") has unknown fields password'],
     ['no name', [{ token: 'ci-secret', scopes: ['read'] }], {}, 'entry 1 needs a name'],
+    ['a token with a space', [{ ...entry, token: 'ci secret' }], {}, `entry 1 ("ci") token ${TOKEN68}`],
+    ['a token with a line break', [{ ...entry, token: 'ci-\nsecret' }], {}, `entry 1 ("ci") token ${TOKEN68}`],
+    ['a token with a letter beyond ASCII', [{ ...entry, token: 'ci-secret-é' }], {}, `entry 1 ("ci") token ${TOKEN68}`],
+    ['a token with "=" inside', [{ ...entry, token: 'ci=secret' }], {}, `entry 1 ("ci") token ${TOKEN68}`],
+    ['an empty token', [{ ...entry, token: '' }], {}, 'entry 1 ("ci") token must not be empty'],
+    ['a token of spaces', [{ ...entry, token: '   ' }], {}, 'entry 1 ("ci") token must not be empty'],
+    ['a token that is not a string', [{ ...entry, token: 42 }], {}, 'entry 1 ("ci") token must be a string'],
     ['a name twice', [entry, { ...entry, token: 'other' }], {}, 'entry 2 ("ci") has the name of entry 1'],
     [
       'a secret twice',
@@ -173,6 +188,12 @@ describe('KILN_API_TOKENS_FILE', () => {
       'a secret of KILN_API_TOKENS',
       [{ name: 'again', sha256: hex('env-b'), scopes: ['read'] }],
       { KILN_API_TOKENS: 'env-a,env-b' },
+      'entry 1 ("again") has the same secret as token 2 of KILN_API_TOKENS',
+    ],
+    [
+      'a secret of KILN_API_TOKENS, with spaces around it',
+      [{ name: 'again', token: ' env-b\t', scopes: ['read'] }],
+      { KILN_API_TOKENS: 'env-a, env-b ' },
       'entry 1 ("again") has the same secret as token 2 of KILN_API_TOKENS',
     ],
     ['no list', { name: 'ci' }, {}, 'must hold a JSON list'],
@@ -189,12 +210,45 @@ describe('KILN_API_TOKENS_FILE', () => {
           assert.ok(error.message.startsWith(`KILN_API_TOKENS_FILE "${file}"`), error.message);
           assert.ok(error.message.includes(reason), error.message);
           assert.ok(!error.message.includes('\n'), error.message);
-          assert.ok(!/secret|env-b/.test(error.message.replace('same secret', '')), error.message);
+          assert.ok(!/secret|env-b|ci=|é/.test(error.message.replace('same secret', '')), error.message);
           return true;
         },
       );
     });
   }
+
+  it('takes secrets made of token68 characters, without the spaces around them, from a file with a BOM', () => {
+    const file = tokenFile(
+      `\uFEFF${JSON.stringify([
+        { name: 'ci', token: ' a-Z_0.9~+/== ', scopes: ['submit'] },
+        { name: 'viewer', sha256: hex('viewer-secret'), scopes: ['read'] },
+      ])}`,
+    );
+    const tokens = loadConfig({ KILN_API_TOKENS: ' env/secret= ', KILN_API_TOKENS_FILE: file }).apiTokens;
+    assert.deepEqual(
+      tokens.map((token) => [token.name, token.digest.toString('hex')]),
+      [
+        ['env:1', hex('env/secret=')],
+        ['ci', hex('a-Z_0.9~+/==')],
+        ['viewer', hex('viewer-secret')],
+      ],
+    );
+  });
+
+  it('warns of a file of clear secrets that every user may read, naming the file', () => {
+    const clear = tokenFile([entry]);
+    chmodSync(clear, 0o644);
+    assert.equal(
+      loadConfig({ KILN_API_TOKENS_FILE: clear }).apiTokensWarning,
+      `KILN_API_TOKENS_FILE "${clear}" holds secrets in clear and every user of this machine may read it (mode 644): make it unreadable to others (chmod o-r) or give the secrets as sha256`,
+    );
+    chmodSync(clear, 0o640);
+    assert.equal(loadConfig({ KILN_API_TOKENS_FILE: clear }).apiTokensWarning, null, 'readable by its group only');
+    const digests = tokenFile([{ name: 'ci', sha256: hex('ci-secret'), scopes: ['submit'] }]);
+    chmodSync(digests, 0o644);
+    assert.equal(loadConfig({ KILN_API_TOKENS_FILE: digests }).apiTokensWarning, null, 'digests only');
+    assert.equal(loadConfig({ KILN_API_TOKENS: 'a' }).apiTokensWarning, null, 'no file');
+  });
 
   it('refuses a file that cannot be read, and a token twice in KILN_API_TOKENS', () => {
     const missing = join(dir, 'missing.json');

@@ -18,7 +18,8 @@ export interface CapturedLog {
   waitFor(match: (line: LogLine) => boolean, what: string, timeoutMs?: number): Promise<LogLine>;
 }
 
-export function captureLog(): CapturedLog {
+/** A logger at `level` (the level LOG_LEVEL would give it) whose lines are kept. */
+export function captureLog(level: pino.LevelWithSilent = 'info'): CapturedLog {
   const lines: LogLine[] = [];
   const waiters = new Set<{ match: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
   const stream = {
@@ -32,7 +33,7 @@ export function captureLog(): CapturedLog {
       }
     },
   };
-  const logger = pino({ level: 'info' }, stream) as FastifyBaseLogger;
+  const logger = pino({ level }, stream) as FastifyBaseLogger;
   return {
     logger,
     lines,

@@ -433,4 +433,37 @@ describe('dashboard with a read token', { skip: browserSkipReason() ?? false }, 
     assert.equal((await server.request('GET', `/v1/jobs/${id}`, undefined, admin)).status, 200);
     assert.equal((await server.request('GET', '/v1/schedules/nightly', undefined, admin)).body.paused, false);
   });
+
+  it("shows no action of the token signed out while the next token's scopes are on their way", async () => {
+    const { page, errors, close } = await openAs('admin-token', '#/');
+    await waitForText(page, '[data-testid=token-name]', 'env:1 (read, submit, admin)');
+    const pause = page.locator('main').getByRole('button', { name: 'Pause dispatch', exact: true });
+    await pause.waitFor();
+
+    // The next token's scopes are held back until the page has been looked at without them.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let asked = () => {};
+    const tokenAsked = new Promise<void>((resolve) => {
+      asked = resolve;
+    });
+    await page.route('**/v1/token', async (route) => {
+      asked();
+      await released;
+      await route.continue();
+    });
+    await page.getByRole('button', { name: 'Forget token' }).click();
+    await page.locator('input[name=token]').fill('viewer-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await tokenAsked;
+    await page.locator('[data-testid=threads]').waitFor();
+    assert.equal(await pause.count(), 0, "the admin token's button is shown after it was forgotten");
+    release();
+    await waitForText(page, '[data-testid=token-name]', 'viewer (read)');
+    assert.equal(await pause.count(), 0);
+    assert.deepEqual(errors, []);
+    await close();
+  });
 });
