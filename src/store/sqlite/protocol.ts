@@ -1,6 +1,7 @@
 import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
 import type {
   DeliveryAttempt,
+  GroupCount,
   ExpiredAttempt,
   InvalidState,
   ListFilter,
@@ -138,6 +139,7 @@ export type Op =
   | { op: 'get'; id: string }
   | { op: 'list'; filter: ListFilter }
   | { op: 'counts' }
+  | { op: 'groupCounts' }
   | { op: 'paused' }
   | { op: 'setPaused'; paused: boolean }
   | { op: 'settings'; prefix: string }
@@ -165,6 +167,7 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'get',
   'list',
   'counts',
+  'groupCounts',
   'paused',
   'settings',
   'expired',
@@ -191,6 +194,7 @@ export interface Answers {
   get: JobWire | null;
   list: Page;
   counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
+  groupCounts: GroupCount[];
   paused: boolean;
   setPaused: null;
   settings: [string, string][];
