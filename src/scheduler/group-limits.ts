@@ -1,4 +1,5 @@
 import type { Dispatcher } from './dispatch/dispatcher.js';
+import type { KilnMetrics } from './statistics/metrics.js';
 import type { JobStore } from '../store/store.js';
 import type { LimitOverride, TaskLimits } from '../contract/limits.js';
 import { unavailable } from './errors.js';
@@ -23,17 +24,18 @@ export interface GroupInfo {
 export class GroupLimits {
   readonly #store: JobStore;
   readonly #dispatcher: Dispatcher;
+  readonly #metrics: KilnMetrics;
   /** The limits as last read from the store. */
   #limits = new Map<string, TaskLimits>();
 
-  constructor(options: { store: JobStore; dispatcher: Dispatcher }) {
+  constructor(options: { store: JobStore; dispatcher: Dispatcher; metrics: KilnMetrics }) {
     this.#store = options.store;
     this.#dispatcher = options.dispatcher;
+    this.#metrics = options.metrics;
   }
 
   async load(): Promise<void> {
-    this.#limits = limitsOf(await this.#store.limitOverrides('group'));
-    this.#apply();
+    this.#replace(limitsOf(await this.#store.limitOverrides('group')));
   }
 
   /** Reads the limits again, and hands them to dispatch if another server changed them. */
@@ -41,8 +43,7 @@ export class GroupLimits {
     try {
       const limits = limitsOf(await this.#store.limitOverrides('group'));
       if (JSON.stringify([...limits]) === JSON.stringify([...this.#limits])) return;
-      this.#limits = limits;
-      this.#apply();
+      this.#replace(limits);
     } catch {
       // The store is away: the limits in force stay until it answers again.
     }
@@ -64,15 +65,20 @@ export class GroupLimits {
   /** Set a group's limits (stored; null for a field: no such limit), or remove them (null). */
   async set(group: string, limits: TaskLimits | null): Promise<GroupInfo | null> {
     await this.#store.setLimitOverride(group, limits, 'group').catch(unavailable);
-    if (limits === null) this.#limits.delete(group);
-    else this.#limits.set(group, limits);
-    this.#apply();
+    const next = new Map(this.#limits);
+    if (limits === null) next.delete(group);
+    else next.set(group, limits);
+    this.#replace(next);
     if (limits === null) return null;
     return (await this.list()).find((info) => info.name === group) ?? { name: group, limits, running: 0, queued: 0 };
   }
 
-  #apply(): void {
-    this.#dispatcher.groupLimiter.configure(this.#limits);
+  /** The limits in force become `limits`: dispatch gets them, and the metrics the groups' series. */
+  #replace(limits: Map<string, TaskLimits>): void {
+    for (const group of this.#limits.keys()) if (!limits.has(group)) this.#metrics.groupGone(group);
+    for (const group of limits.keys()) if (!this.#limits.has(group)) this.#metrics.groupKnown(group);
+    this.#limits = limits;
+    this.#dispatcher.groupLimiter.configure(limits);
     this.#dispatcher.pump();
   }
 }

@@ -131,6 +131,7 @@ export class Scheduler {
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
+      runningByGroup: () => this.#dispatcher.runningByGroup(),
       paused: () => this.#dispatcher.paused,
       ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
@@ -185,7 +186,7 @@ export class Scheduler {
       registry: options.registry,
       dispatcher: this.#dispatcher,
     });
-    this.#groupLimits = new GroupLimits({ store: options.store, dispatcher: this.#dispatcher });
+    this.#groupLimits = new GroupLimits({ store: options.store, dispatcher: this.#dispatcher, metrics: this.metrics });
     this.#retention = new Retention({
       store: options.store,
       retainCompletedMs: options.retainCompletedMs,

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { startServer, type TestServer } from '../support/kiln.js';
+import { pollUntil } from '../support/poll.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kiln-group-limits-'));
@@ -55,11 +56,20 @@ for (const [name, env] of stores) {
             { name: 'tenant-b', limits: null, running: 1, queued: 0 },
           ],
         });
+        const metrics = await pollUntil(
+          async () => (await server.request('GET', '/metrics')).text,
+          (text) => /^kiln_group_limited_total\{group="tenant-a",limit="concurrency"\} [1-9]/m.test(text),
+          { what: 'the held group counted as passed over' },
+        );
+        assert.match(metrics, /^kiln_group_limited_total\{group="tenant-a",limit="rate"\} 0$/m);
+        assert.match(metrics, /^kiln_group_running\{group="tenant-a"\} 1$/m);
+        assert.doesNotMatch(metrics, /group="tenant-b"/, 'a group without limits has no series');
         writeFileSync(a1.release, '');
         await server.whenStatus(a2.id, 'running');
         assert.equal((await server.request('GET', `/v1/jobs/${a3.id}`)).body.status, 'queued');
         const removed = await server.request('DELETE', '/v1/groups/tenant-a/limits');
         assert.equal(removed.status, 204, removed.text);
+        assert.doesNotMatch((await server.request('GET', '/metrics')).text, /group="tenant-a"/, 'its series went');
         for (const job of [a2, a3, b1]) writeFileSync(job.release, '');
         for (const job of [a1, a2, a3, b1]) assert.equal((await server.waitForJob(job.id)).status, 'completed');
         assert.deepEqual((await server.request('GET', '/v1/groups')).body, { groups: [] });

@@ -344,6 +344,9 @@ export class Dispatcher {
         for (const type of passed) {
           this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
         }
+        for (const group of passedGroups) {
+          this.#metrics.groupLimited(group, groupAllowance?.held.get(group) ?? 'concurrency');
+        }
         // A job held by its rate limit is claimed when a token comes back; one held by its
         // concurrency when an attempt of its type (or group) ends, which pumps anyway.
         this.#wake.armLimit(
@@ -371,6 +374,13 @@ export class Dispatcher {
     } finally {
       this.#wake.armDue(this.#batches.size - this.#recalled < this.#options.threads * LOOK_AHEAD_DEPTH);
     }
+  }
+
+  /** Attempts of each group with limits this server runs now (a look-ahead included). */
+  runningByGroup(): Map<string, number> {
+    const running = new Map<string, number>();
+    for (const group of this.groupLimiter.limits().keys()) running.set(group, this.groupLimiter.usage(group).running);
+    return running;
   }
 
   /** Attempts of each type this server runs now (a look-ahead included). */
