@@ -86,9 +86,10 @@ export function prepareReadStatements({ prepare }: Preparer) {
   const listQuery = (where: string) =>
     prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
   return {
+    // Read by status: the queued and running jobs, never the finished ones of every group.
     groupCounts: prepare<GroupCount>(
       `SELECT group_key AS "group", sum(status = 'queued') AS queued, sum(status = 'running') AS running
-       FROM jobs WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
+       FROM jobs INDEXED BY jobs_status_id WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
     ),
     selectQueued: prepare<{
       id: string;
