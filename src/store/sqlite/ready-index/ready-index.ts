@@ -52,7 +52,8 @@ interface GroupTail {
  * best priority that has jobs (O(types)), each found in O(log groups), and a due job is
  * found in O(log n) without polling. A queue per type is what lets a claim pass over a
  * type held back by its limit without walking that type's backlog: the held jobs stay
- * first of their type.
+ * first of their type. A group held back by its limit is passed over the same way inside
+ * each type's fair queue (FairQueue.peek), its jobs first of their group.
  *
  * Fair share: within a priority, groups take turns. A job that becomes queued gets its
  * group's next round (one after the group's last queued job), or, when its group has
