@@ -1,4 +1,4 @@
-import type { Job, JobSummary, Queue, Schedule, Task } from '../client/index.js';
+import type { Group, Job, JobSummary, Queue, Schedule, Task } from '../client/index.js';
 
 /** How the CLI shows the API's objects to people: aligned tables and `field  value` blocks. */
 
@@ -123,6 +123,27 @@ export function formatTask(task: Task): string {
     ['rate limit', task.limits.rateLimit === null ? 'none' : rateText(task.limits.rateLimit)],
     ['override', task.override === null ? 'none' : JSON.stringify(task.override)],
     ['running', String(task.running)],
+  ]);
+}
+
+export function groupTable(groups: Group[]): string {
+  const rows = groups.map((group) => [
+    group.name,
+    group.limits?.concurrency == null ? '-' : String(group.limits.concurrency),
+    rateText(group.limits?.rateLimit ?? null),
+    String(group.running),
+    String(group.queued),
+  ]);
+  return table(['GROUP', 'CONCURRENCY', 'RATE', 'RUNNING', 'QUEUED'], rows);
+}
+
+export function formatGroup(group: Group): string {
+  return block([
+    ['group', group.name],
+    ['concurrency', group.limits?.concurrency == null ? 'none' : String(group.limits.concurrency)],
+    ['rate limit', group.limits?.rateLimit == null ? 'none' : rateText(group.limits.rateLimit)],
+    ['running', String(group.running)],
+    ['queued', String(group.queued)],
   ]);
 }
 

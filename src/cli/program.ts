@@ -12,12 +12,14 @@ import {
   type ScheduleRequest,
 } from '../client/index.js';
 import {
+  formatGroup,
   formatJob,
   formatQueue,
   formatSchedule,
   formatTask,
   jobLine,
   jobTable,
+  groupTable,
   scheduleTable,
   taskTable,
 } from './output.js';
@@ -295,6 +297,47 @@ Exit codes:
       const task =
         options.reset === true ? await client.clearTaskLimits(name) : await client.setTaskLimits(name, limits);
       print(command, task, formatTask(task));
+    });
+
+  const groups = program.command('groups').description('the groups with jobs or limits, and their limits');
+  groups
+    .command('list', { isDefault: true })
+    .description('list the groups with queued or running jobs or limits')
+    .action(async (_options: unknown, command: Command) => {
+      const list = await clientOf(command).groups();
+      print(command, list, list.length === 0 ? 'no groups\n' : groupTable(list));
+    });
+  groups
+    .command('limits')
+    .description("set a group's limits, or --reset to remove them")
+    .argument('<group>')
+    .option('--concurrency <n|none>', 'attempts running at once at most; none: no such limit', limitValue)
+    .option('--rate <max/perMs|none>', 'attempts started per window, e.g. 10/1000; none: no such limit', rateValue)
+    .option('--reset', "remove the group's limits")
+    .action(async (name: string, options: LimitOptions, command: Command) => {
+      const client = clientOf(command);
+      const given = options.concurrency !== undefined || options.rate !== undefined;
+      if (options.reset === true && given) throw new UsageError('give --reset or new limits, not both');
+      if (options.reset !== true && !given) throw new UsageError('give --concurrency, --rate or --reset');
+      if (options.reset === true) {
+        await client.clearGroupLimits(name);
+        const group = (await client.groups()).find((entry) => entry.name === name) ?? {
+          name,
+          limits: null,
+          running: 0,
+          queued: 0,
+        };
+        print(command, group, formatGroup(group));
+        return;
+      }
+      const limits: LimitsOverride = {
+        ...(options.concurrency === undefined
+          ? {}
+          : { concurrency: options.concurrency === 'none' ? null : options.concurrency }),
+        ...(options.rate === undefined ? {} : { rateLimit: options.rate === 'none' ? null : options.rate }),
+      };
+      const group = await client.setGroupLimits(name, limits);
+      print(command, group, formatGroup(group));
     });
 
   const schedules = program.command('schedules').description('jobs made on a cron timetable');

@@ -10,6 +10,7 @@ import type {
   JobStatus,
   JobSummary,
   KilnNode,
+  Group,
   LimitsOverride,
   ListFilter,
   Queue,
@@ -256,6 +257,21 @@ export class KilnClient {
     return this.#json<Task>({ method: 'DELETE', path: taskLimitsPath(name), ...signalOf(options) });
   }
 
+  /** GET /v1/groups: every group with queued or running jobs or limits, by name. */
+  async groups(options: CallOptions = {}): Promise<Group[]> {
+    return (await this.#json<{ groups: Group[] }>({ path: '/v1/groups', ...signalOf(options) })).groups;
+  }
+
+  /** PUT /v1/groups/{group}/limits sets the group's limits: a field left out or `null` is no such limit. */
+  async setGroupLimits(group: string, limits: LimitsOverride, options: CallOptions = {}): Promise<Group> {
+    return this.#json<Group>({ method: 'PUT', path: groupLimitsPath(group), body: limits, ...signalOf(options) });
+  }
+
+  /** DELETE /v1/groups/{group}/limits: the group runs without limits again. */
+  async clearGroupLimits(group: string, options: CallOptions = {}): Promise<void> {
+    await this.#send({ method: 'DELETE', path: groupLimitsPath(group), ...signalOf(options) });
+  }
+
   async nodes(options: CallOptions = {}): Promise<KilnNode[]> {
     return (await this.#json<{ nodes: KilnNode[] }>({ path: '/v1/nodes', ...signalOf(options) })).nodes;
   }
@@ -439,4 +455,5 @@ function queryString(query: RequestSpec['query']): string {
 
 const jobPath = (id: string) => `/v1/jobs/${encodeURIComponent(id)}`;
 const taskLimitsPath = (name: string) => `/v1/tasks/${encodeURIComponent(name)}/limits`;
+const groupLimitsPath = (group: string) => `/v1/groups/${encodeURIComponent(group)}/limits`;
 const schedulePath = (name: string) => `/v1/schedules/${encodeURIComponent(name)}`;

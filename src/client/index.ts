@@ -6,6 +6,7 @@ export type { ProblemIssue } from './errors.js';
 export type {
   BatchItem,
   CallbackDelivery,
+  Group,
   Health,
   Job,
   JobPage,

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type {
   deliveriesSchema,
+  groupEntrySchema,
   jobListSchema,
   jobRequestSchema,
   jobSchema,
@@ -37,6 +38,8 @@ export type Problem = z.output<typeof problemSchema>;
 export type Queue = z.output<typeof queueSchema>;
 export type Task = z.output<typeof taskSchema>;
 export type LimitsOverride = z.input<typeof limitsOverrideSchema>;
+/** A group in GET /v1/groups: its limits (null: none), running attempts and queued jobs. */
+export type Group = z.output<typeof groupEntrySchema>;
 export type KilnNode = z.output<typeof nodesSchema>['nodes'][number];
 /** GET /v1/token: the token's name (null: the API has no tokens) and every scope it holds. */
 export type TokenInfo = z.output<typeof tokenSchema>;

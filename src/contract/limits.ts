@@ -11,3 +11,6 @@ export interface TaskLimits {
   /** At most `max` attempts started in any window of `perMs`. */
   rateLimit: { max: number; perMs: number } | null;
 }
+
+/** What a limit is set on: a task type (API.md "Task limits") or a group (API.md "Group limits"). */
+export type LimitKind = 'type' | 'group';

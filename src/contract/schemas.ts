@@ -302,6 +302,23 @@ export const limitsOverrideSchema = z
   })
   .meta({ examples: [{ concurrency: 2, rateLimit: { max: 10, perMs: 1000 } }] });
 
+// ── groups ─────────────────────────────────────────────────────────────────
+
+export const groupParamsSchema = z
+  .object({ group: groupSchema.describe('The group (as given at submit).').meta({ examples: ['tenant-a'] }) })
+  .strict();
+
+export const groupEntrySchema = z.object({
+  name: z.string(),
+  limits: limitsSchema.nullable().describe('Set with PUT /v1/groups/{group}/limits; null when none is.'),
+  running: z.int().describe("Running attempts of the group's jobs, on every server."),
+  queued: z.int().describe('Queued jobs of the group.'),
+});
+
+export const groupsSchema = z.object({
+  groups: z.array(groupEntrySchema).describe('Every group with queued or running jobs or limits, by name.'),
+});
+
 export const taskParamsSchema = z
   .object({
     name: z

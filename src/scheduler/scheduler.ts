@@ -2,7 +2,8 @@ import { setMaxListeners } from 'node:events';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { DeliveryRecord } from '../contract/delivery.js';
 import type { Job, JobStatus } from '../contract/job.js';
-import type { LimitOverride } from '../contract/limits.js';
+import type { LimitOverride, TaskLimits } from '../contract/limits.js';
+import { type GroupInfo, GroupLimits } from './group-limits.js';
 import type { MicroBatchOptions } from './dispatch/micro-batch.js';
 import type { NodeInfo } from '../contract/node.js';
 import type { TaskRegistry } from '../workers/registry.js';
@@ -103,6 +104,7 @@ export class Scheduler {
   readonly #drain = new AbortController();
   readonly #submission: Submission;
   readonly #limits: TaskLimitOverrides;
+  readonly #groupLimits: GroupLimits;
   readonly #retention: Retention;
   readonly #cluster: ClusterView;
   readonly #routing: StoreEventRouting;
@@ -131,6 +133,7 @@ export class Scheduler {
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
+      runningByGroup: () => this.#dispatcher.runningByGroup(),
       paused: () => this.#dispatcher.paused,
       ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
@@ -186,6 +189,7 @@ export class Scheduler {
       registry: options.registry,
       dispatcher: this.#dispatcher,
     });
+    this.#groupLimits = new GroupLimits({ store: options.store, dispatcher: this.#dispatcher, metrics: this.metrics });
     this.#retention = new Retention({
       store: options.store,
       retainCompletedMs: options.retainCompletedMs,
@@ -228,6 +232,7 @@ export class Scheduler {
     if (recovered > 0) this.#log.warn({ recovered }, 'retried attempts interrupted by a stop or crash');
     this.#rescuer.start();
     await this.#limits.load();
+    await this.#groupLimits.load();
     await this.#dispatcher.start();
     await this.schedules.start();
     // A stop that came while this started has cleared its timers already.
@@ -246,11 +251,16 @@ export class Scheduler {
 
   /**
    * On a store shared by several servers, once a second: what another server changed
-   * reaches this one even without a notification (task limit overrides, schedules), and
+   * reaches this one even without a notification (task limit overrides, group limits, schedules), and
    * the jobs long polls and event streams watch here are read again (JobEvents.sweep).
    */
   async #readShared(): Promise<void> {
-    await Promise.all([this.#limits.reload(), this.schedules.reload().catch(() => undefined), this.#sweepWatched()]);
+    await Promise.all([
+      this.#limits.reload(),
+      this.#groupLimits.reload(),
+      this.schedules.reload().catch(() => undefined),
+      this.#sweepWatched(),
+    ]);
   }
 
   /** Reads the watched jobs again and tells their watchers what they did not hear (JobEvents.sweep). */
@@ -268,6 +278,18 @@ export class Scheduler {
   /** Override a task's limits at run time (stored; null for a field: no such limit). */
   setLimits(name: string, override: LimitOverride | null): Promise<TaskInfo> {
     return this.#limits.set(name, override);
+  }
+
+  // ── group limits ──────────────────────────────────────────────────────────
+
+  /** Every group with queued or running jobs or limits (GET /v1/groups). */
+  groups(): Promise<GroupInfo[]> {
+    return this.#groupLimits.list();
+  }
+
+  /** Set a group's limits (null for a field: no such limit), or remove them (null). */
+  setGroupLimits(group: string, limits: TaskLimits | null): Promise<GroupInfo | null> {
+    return this.#groupLimits.set(group, limits);
   }
 
   get draining(): boolean {

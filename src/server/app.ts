@@ -19,6 +19,7 @@ import {
   sendProblem,
 } from './problems.js';
 import { observeAnswer } from './request-log.js';
+import { registerGroupRoutes } from './routes/groups.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
@@ -135,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
   const typed = app.withTypeProvider<ZodTypeProvider>();
   registerJobRoutes(typed, options.scheduler);
   registerQueueRoutes(typed, options.scheduler);
+  registerGroupRoutes(typed, options.scheduler);
   registerScheduleRoutes(typed, options.scheduler);
   registerStatsRoutes(typed, options.scheduler);
   registerSystemRoutes(typed, options);

@@ -26,7 +26,7 @@ export { isInvalidState } from './facets/jobs.js';
 export type { Changes, InsertOutcome, InsertResult, InvalidState, JobsFacet, ListFilter, Page } from './facets/jobs.js';
 export type { StoreLifecycle } from './facets/lifecycle.js';
 export type { FireResult, ScheduleFire, SchedulesFacet } from './facets/schedules.js';
-export type { SettingsFacet } from './facets/settings.js';
+export type { GroupCount, SettingsFacet } from './facets/settings.js';
 
 /**
  * The persistence boundary, shaped so that one embedded file (SQLite) and one database

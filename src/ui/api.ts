@@ -11,6 +11,7 @@
 import { JOB_STATUSES, KilnClient, KilnError, TERMINAL_STATUSES } from 'kiln/client';
 import type {
   CallbackDelivery,
+  Group,
   Job,
   JobPage,
   JobStatus,
@@ -24,7 +25,7 @@ import type {
   Task,
 } from 'kiln/client';
 
-export type { CallbackDelivery, Job, JobPage, JobStatus, JobSummary, Schedule, Stats, StatsFigures, Task };
+export type { CallbackDelivery, Group, Job, JobPage, JobStatus, JobSummary, Schedule, Stats, StatsFigures, Task };
 export { JOB_STATUSES, KilnError, TERMINAL_STATUSES };
 export type QueueInfo = Queue;
 export type NodeInfo = KilnNode;
@@ -116,6 +117,9 @@ export const api = {
   tasks: () => call((kiln) => kiln.tasks()),
   setLimits: (task: string, limits: LimitsOverride) => call((kiln) => kiln.setTaskLimits(task, limits)),
   resetLimits: (task: string) => call((kiln) => kiln.clearTaskLimits(task)),
+  groups: () => call((kiln) => kiln.groups()),
+  setGroupLimits: (group: string, limits: LimitsOverride) => call((kiln) => kiln.setGroupLimits(group, limits)),
+  resetGroupLimits: (group: string) => call((kiln) => kiln.clearGroupLimits(group)),
   schedules: () => call((kiln) => kiln.schedules()),
   pauseSchedule: (schedule: string) => call((kiln) => kiln.pauseSchedule(schedule)),
   resumeSchedule: (schedule: string) => call((kiln) => kiln.resumeSchedule(schedule)),
@@ -135,6 +139,8 @@ const OPERATIONS = {
   resume: 'POST /v1/queue/resume',
   setLimits: 'PUT /v1/tasks/{name}/limits',
   resetLimits: 'DELETE /v1/tasks/{name}/limits',
+  setGroupLimits: 'PUT /v1/groups/{group}/limits',
+  resetGroupLimits: 'DELETE /v1/groups/{group}/limits',
   pauseSchedule: 'POST /v1/schedules/{name}/pause',
   resumeSchedule: 'POST /v1/schedules/{name}/resume',
   triggerSchedule: 'POST /v1/schedules/{name}/trigger',

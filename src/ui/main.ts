@@ -17,6 +17,7 @@ import { OverviewPage } from './overview-page.js';
 import { NO_PERMISSIONS, PermissionsContext } from './permissions.js';
 import { SchedulesPage } from './schedules-page.js';
 import { TasksPage } from './tasks-page.js';
+import { GroupsPage } from './groups-page.js';
 import { html } from './view.js';
 
 /** Where the page is: the part of the location hash before `?`, and its query. */
@@ -45,6 +46,7 @@ const NAV = [
   { href: '#/', label: 'Overview', match: (path: string) => path === '/' },
   { href: '#/jobs', label: 'Jobs', match: (path: string) => path.startsWith('/jobs') },
   { href: '#/tasks', label: 'Tasks', match: (path: string) => path === '/tasks' },
+  { href: '#/groups', label: 'Groups', match: (path: string) => path === '/groups' },
   { href: '#/schedules', label: 'Schedules', match: (path: string) => path === '/schedules' },
   { href: '#/nodes', label: 'Nodes', match: (path: string) => path === '/nodes' },
 ];
@@ -55,6 +57,7 @@ function Page({ route }: { route: Route }) {
   if (path === '/jobs') return html`<${JobsPage} query=${query} />`;
   if (path.startsWith('/jobs/')) return html`<${JobPage} id=${decodeURIComponent(path.slice(6))} />`;
   if (path === '/tasks') return html`<${TasksPage} />`;
+  if (path === '/groups') return html`<${GroupsPage} />`;
   if (path === '/schedules') return html`<${SchedulesPage} />`;
   if (path === '/nodes') return html`<${NodesPage} />`;
   return html`<p class="problem">No page ${path}. <a href="#/">Back to the overview</a>.</p>`;

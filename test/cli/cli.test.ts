@@ -318,6 +318,32 @@ describe('kiln, the command line', () => {
     assert.equal(JSON.parse(resumed.stdout).paused, false);
   });
 
+  it('groups lists the groups; groups limits sets and resets them', async () => {
+    const set = await kiln(['groups', 'limits', 'tenant-cli', '--concurrency', '2', '--rate', '10/1000', '--json']);
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual(JSON.parse(set.stdout), {
+      name: 'tenant-cli',
+      limits: { concurrency: 2, rateLimit: { max: 10, perMs: 1000 } },
+      running: 0,
+      queued: 0,
+    });
+    const list = await kiln(['groups']);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /^GROUP +CONCURRENCY +RATE +RUNNING +QUEUED$/m);
+    assert.match(list.stdout, /^tenant-cli +2 +10\/1000ms +0 +0$/m);
+    const rateOnly = await kiln(['groups', 'limits', 'tenant-cli', '--rate', '5/1000']);
+    assert.match(rateOnly.stdout, /^concurrency +none$/m, 'each call sets the whole limits');
+    assert.match(rateOnly.stdout, /^rate limit +5\/1000ms$/m);
+    const reset = await kiln(['groups', 'limits', 'tenant-cli', '--reset']);
+    assert.equal(reset.code, 0, reset.stderr);
+    assert.match(reset.stdout, /^concurrency +none$/m);
+    assert.doesNotMatch((await kiln(['groups'])).stdout, /tenant-cli/);
+    const both = await kiln(['groups', 'limits', 'tenant-cli', '--reset', '--concurrency', '1']);
+    assert.equal(both.code, 2, both.stderr);
+    const invalid = await kiln(['groups', 'limits', 'tenant cli', '--concurrency', '1']);
+    assert.notEqual(invalid.code, 0);
+  });
+
   it('tasks lists the tasks; tasks limits sets and resets limits', async () => {
     const list = await kiln(['tasks']);
     assert.equal(list.code, 0, list.stderr);

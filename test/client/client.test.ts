@@ -202,6 +202,22 @@ describe('the typed client against a real server', () => {
     assert.equal(unknown.code, 'not_found');
   });
 
+  it("sets, lists and clears a group's limits", async () => {
+    const set = await client.setGroupLimits('tenant-c', { concurrency: 2 });
+    assert.deepEqual(set, { name: 'tenant-c', limits: { concurrency: 2, rateLimit: null }, running: 0, queued: 0 });
+    assert.deepEqual(
+      (await client.groups()).find((group) => group.name === 'tenant-c'),
+      set,
+    );
+    await client.clearGroupLimits('tenant-c');
+    assert.equal(
+      (await client.groups()).find((group) => group.name === 'tenant-c'),
+      undefined,
+    );
+    const invalid = await caught(client.setGroupLimits('tenant c', { concurrency: 1 }));
+    assert.equal(invalid.status, 400);
+  });
+
   it('reads nodes, health, readiness and metrics', async () => {
     const nodes = await client.nodes();
     assert.equal(nodes.length, 1);

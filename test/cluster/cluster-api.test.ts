@@ -191,4 +191,29 @@ describe('cluster: the API holds across servers on one database', () => {
       );
     }
   });
+
+  it('applies group limits set on one server on every server', { timeout: 60_000 }, async () => {
+    const [a, b, c] = servers as [KilnProcess, KilnProcess, KilnProcess];
+    const put = await a.request('PUT', '/v1/groups/tenant-cluster/limits', { concurrency: 2 });
+    assert.equal(put.status, 200, put.text);
+    // What GET /v1/groups shows as limits is what that server applies.
+    const limitsOn = async (server: KilnProcess) =>
+      (await server.request('GET', '/v1/groups')).body.groups.find((g: { name: string }) => g.name === 'tenant-cluster')
+        ?.limits ?? null;
+    for (const server of [b, c]) {
+      await pollUntil(
+        () => limitsOn(server),
+        (limits) => limits?.concurrency === 2,
+        { what: `${server.url} to apply the group's limits`, deadlineMs: 30_000 },
+      );
+    }
+    assert.equal((await c.request('DELETE', '/v1/groups/tenant-cluster/limits')).status, 204);
+    for (const server of [a, b]) {
+      await pollUntil(
+        () => limitsOn(server),
+        (limits) => limits === null,
+        { what: `${server.url} to drop the group's limits`, deadlineMs: 30_000 },
+      );
+    }
+  });
 });

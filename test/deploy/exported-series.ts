@@ -32,12 +32,14 @@ export async function exportedSeries(): Promise<Map<string, SeriesInfo>> {
     capacity: 100,
     threads: () => 2,
     busyThreads: () => 1,
+    runningByGroup: () => new Map([['tenant-a', 1]]),
   });
   const outcomes: AttemptMetricOutcome[] = ['success', 'error', 'timeout', 'crash'];
   metrics.submitted('noop');
   for (const status of ['completed', 'failed', 'cancelled'] as const) metrics.finished('noop', status);
   for (const outcome of outcomes) metrics.attempt('noop', outcome, 0.01);
   metrics.waited('noop', 0.01);
+  metrics.groupKnown('tenant-a');
   metrics.rejected('queue_full');
   metrics.httpRequest('GET', '/v1/jobs/:id', 200, 0.01);
 

@@ -339,6 +339,8 @@ describe('the HTTP API', () => {
       'kiln_store_commit_seconds',
       'kiln_task_running',
       'kiln_task_limited_total',
+      'kiln_group_limited_total',
+      'kiln_group_running',
       'kiln_dedupe_hits_total',
       'nodejs_eventloop_lag_seconds',
     ]) {

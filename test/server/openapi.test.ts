@@ -314,6 +314,12 @@ describe('real answers against the OpenAPI document', () => {
     assert.equal((await send('PUT', '/v1/tasks/noop/limits', '/v1/tasks/{name}/limits', {})).status, 400);
     assert.equal((await send('DELETE', '/v1/tasks/noop/limits', '/v1/tasks/{name}/limits')).status, 200);
 
+    const groupLimits = '/v1/groups/{group}/limits';
+    assert.equal((await send('PUT', '/v1/groups/tenant-a/limits', groupLimits, { concurrency: 1 })).status, 200);
+    assert.equal((await send('PUT', '/v1/groups/tenant-a/limits', groupLimits, {})).status, 400);
+    assert.equal((await send('GET', '/v1/groups', '/v1/groups')).status, 200);
+    assert.equal((await send('DELETE', '/v1/groups/tenant-a/limits', groupLimits)).status, 204);
+
     const schedule = { cron: '0 0 1 1 *', job: { type: 'noop', group: 'tenant-a' } };
     const one = '/v1/schedules/{name}';
     assert.equal((await send('PUT', '/v1/schedules/yearly', one, schedule)).status, 201);

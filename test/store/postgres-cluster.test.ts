@@ -537,6 +537,64 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
   );
 
   it(
+    "applies group limits across the stores, with task limits: running attempts and the rate window are the cluster's",
+    { timeout: 60_000 },
+    async () => {
+      const { schema, nodes } = await cluster(2);
+      const [a, b] = nodes as [PostgresStore, PostgresStore];
+      await insert(a, [
+        ...Array.from({ length: 4 }, () => job({ group: 'tenant-held', priority: 9 })),
+        ...Array.from({ length: 4 }, () => job({ group: 'tenant-rated', priority: 9 })),
+        ...Array.from({ length: 2 }, () => job({ type: 'test.held', group: 'tenant-free' })),
+        job({ priority: 1 }),
+      ]);
+      const groupLimits = new Map([
+        ['tenant-held', { concurrency: 1, rateLimit: null }],
+        ['tenant-rated', { concurrency: null, rateLimit: { max: 2, perMs: 3_600_000 } }],
+      ]);
+      // Each server's own view allows everything: only the database knows what the other holds.
+      const request = (owner: string) => ({
+        owner,
+        leaseMs: 30_000,
+        batches: 10,
+        micro: null,
+        allowance: new Map([['test.held', 1]]),
+        limits: new Map([['test.held', { concurrency: 1, rateLimit: null }]]),
+        groupAllowance: new Map([
+          ['tenant-held', 1],
+          ['tenant-rated', 2],
+        ]),
+        groupLimits,
+        types: ['test.held', 'test.echo'],
+      });
+      const first = (await a.claim(request('node-a')))
+        .flat()
+        .map((j) => `${j.type}/${j.group}`)
+        .sort();
+      assert.deepEqual(first, [
+        'test.echo/null',
+        'test.echo/tenant-held',
+        'test.echo/tenant-rated',
+        'test.echo/tenant-rated',
+        'test.held/tenant-free',
+      ]);
+      const passed: string[] = [];
+      const second = await b.claim({ ...request('node-b'), groupPassedOver: (group: string) => passed.push(group) });
+      assert.deepEqual(second, [], 'the other server holds the one place and took both tokens; the type is held');
+      assert.deepEqual(passed.sort(), ['tenant-held', 'tenant-rated']);
+      const db = await connect();
+      try {
+        const starts = await db.query<{ kind: string; type: string; n: number }>(
+          `SELECT kind, type, count(*)::int AS n FROM "${schema}".rate_starts GROUP BY kind, type ORDER BY kind, type`,
+        );
+        assert.deepEqual(starts.rows, [{ kind: 'group', type: 'tenant-rated', n: 2 }]);
+      } finally {
+        await db.end();
+      }
+    },
+  );
+
+  it(
     'records the starts of a rate-limited type with its claim, and forgets those that left the window',
     { timeout: 60_000 },
     async () => {

@@ -262,10 +262,49 @@ describe('dashboard', { skip: browserSkipReason() ?? false }, () => {
     await page.close();
   });
 
+  it('limits a group, shows its running and queued jobs, and removes its limits', async () => {
+    const { page, errors } = await open('#/groups');
+    await page.locator('main h1').waitFor();
+    const adding = page.locator('[data-testid=new-group-limits]');
+    await adding.locator('input[name=group]').fill('tenant-ui');
+    const form = page.locator('[data-testid=group-limits-new]');
+    await form.locator('input[name=concurrency]').fill('1');
+    await form.getByRole('button', { name: 'Set' }).click();
+    await waitForText(page, '[data-group="tenant-ui"] [data-testid=limits]', '1 at once');
+    const listed = (await server.request('GET', '/v1/groups')).body.groups;
+    assert.deepEqual(
+      listed.find((g: { name: string }) => g.name === 'tenant-ui'),
+      { name: 'tenant-ui', limits: { concurrency: 1, rateLimit: null }, running: 0, queued: 0 },
+    );
+    // Two held jobs of the group: one runs, the other waits for the group's one place.
+    const releases = [join(dir, 'group-release-1'), join(dir, 'group-release-2')];
+    const ids = [];
+    for (const release of releases)
+      ids.push(await submit({ type: 'test.hold', group: 'tenant-ui', payload: { release } }));
+    await server.whenStatus(ids[0] as string, 'running');
+    await waitForText(page, '[data-group="tenant-ui"] [data-testid=group-counts]', 'running 1, queued 1');
+    const groupForm = page.locator('[data-testid="group-limits-tenant-ui"]');
+    await groupForm.locator('input[name=max]').fill('10');
+    await groupForm.locator('input[name=perMs]').fill('1000');
+    await groupForm.getByRole('button', { name: 'Set' }).click();
+    await waitForText(page, '[data-group="tenant-ui"] [data-testid=limits]', '1 at once, 10 per 1.0 s');
+    await page.locator('[data-testid="group-limits-tenant-ui"]').getByRole('button', { name: 'No limits' }).click();
+    await waitForText(page, '[data-group="tenant-ui"] [data-testid=limits]', 'none');
+    await server.whenStatus(ids[1] as string, 'running');
+    for (const release of releases) writeFileSync(release, '');
+    for (const id of ids) await server.waitForJob(id);
+    assert.equal(
+      (await server.request('GET', '/v1/groups')).body.groups.some((g: { name: string }) => g.name === 'tenant-ui'),
+      false,
+    );
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
   it('fits a phone-width screen on every page without scrolling sideways', async () => {
     const id = await submit({ type: 'noop', payload: { echo: 'x'.repeat(300) }, metadata: { note: 'y'.repeat(200) } });
     await server.waitForJob(id);
-    for (const hash of ['#/', '#/jobs', `#/jobs/${id}`, '#/tasks', '#/schedules', '#/nodes']) {
+    for (const hash of ['#/', '#/jobs', `#/jobs/${id}`, '#/tasks', '#/groups', '#/schedules', '#/nodes']) {
       const { page, errors } = await open(hash, { width: 375, height: 740 });
       await page.locator('main h1').waitFor();
       await page.waitForLoadState('networkidle');
@@ -399,12 +438,15 @@ describe('dashboard with a read token', { skip: browserSkipReason() ?? false }, 
       admin,
     );
     assert.equal(schedule.status, 201, schedule.text);
+    const limited = await server.request('PUT', '/v1/groups/tenant-x/limits', { concurrency: 2 }, admin);
+    assert.equal(limited.status, 200, limited.text);
 
     // Each page with its data, as the admin token sees it and as the read token does.
     const pages = [
       { hash: '#/', ready: '[data-testid=threads]', actions: ['Pause dispatch'] },
       { hash: `#/jobs/${id}`, ready: '.job-title .badge', actions: ['Cancel', 'Retry', 'Delete'] },
       { hash: '#/tasks', ready: '[data-task=noop] [data-testid=limits]', actions: ['Set', "Module's own"] },
+      { hash: '#/groups', ready: '[data-group=tenant-x] [data-testid=limits]', actions: ['Set', 'No limits'] },
       {
         hash: '#/schedules',
         ready: '[data-schedule=nightly] [data-testid=schedule-state]',

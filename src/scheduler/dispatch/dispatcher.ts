@@ -83,6 +83,8 @@ export class Dispatcher {
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   /** Task limits (concurrency, rate) as this server applies them. */
   readonly limiter = new TaskLimiter();
+  /** Group limits, the same way, keyed by group; jobs without a group are not limited by them. */
+  readonly groupLimiter = new TaskLimiter();
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
@@ -318,19 +320,28 @@ export class Dispatcher {
         );
         if (free <= 0) continue;
         const allowance = this.limiter.active ? this.limiter.allowance() : null;
+        const groupAllowance = this.groupLimiter.active ? this.groupLimiter.allowance() : null;
         const passed = new Set<string>();
+        const passedGroups = new Set<string>();
         const batches = await this.#store.claim({
           owner: this.owner,
           leaseMs: this.#options.leaseMs,
           batches: free,
           micro: this.#micro.request(),
+          ...(allowance === null && groupAllowance === null ? {} : { types: this.#options.taskTypes?.() ?? [] }),
           ...(allowance === null
             ? {}
             : {
                 allowance: allowance.left,
                 limits: this.limiter.limits(),
-                types: this.#options.taskTypes?.() ?? [],
                 passedOver: (type: string) => passed.add(type),
+              }),
+          ...(groupAllowance === null
+            ? {}
+            : {
+                groupAllowance: groupAllowance.left,
+                groupLimits: this.groupLimiter.limits(),
+                groupPassedOver: (group: string) => passedGroups.add(group),
               }),
         });
         // A claim answered while the store cannot write (it hands out nothing, or claims it
@@ -339,9 +350,17 @@ export class Dispatcher {
         for (const type of passed) {
           this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
         }
+        for (const group of passedGroups) {
+          this.#metrics.groupLimited(group, groupAllowance?.held.get(group) ?? 'concurrency');
+        }
         // A job held by its rate limit is claimed when a token comes back; one held by its
-        // concurrency when an attempt of its type ends, which pumps anyway.
-        this.#wake.armLimit(passed.size > 0 ? (allowance?.wakeAt ?? null) : null);
+        // concurrency when an attempt of its type (or group) ends, which pumps anyway.
+        this.#wake.armLimit(
+          earliest(
+            passed.size > 0 ? (allowance?.wakeAt ?? null) : null,
+            passedGroups.size > 0 ? (groupAllowance?.wakeAt ?? null) : null,
+          ),
+        );
         if (this.#stopped) {
           // Stopped while the claim read its jobs: they go back, unrun.
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
@@ -385,6 +404,13 @@ export class Dispatcher {
     this.#pool.useThreads(wanted);
   }
 
+  /** Attempts of each group with limits this server runs now (a look-ahead included). */
+  runningByGroup(): Map<string, number> {
+    const running = new Map<string, number>();
+    for (const group of this.groupLimiter.limits().keys()) running.set(group, this.groupLimiter.usage(group).running);
+    return running;
+  }
+
   /** Attempts of each type this server runs now (a look-ahead included). */
   runningByType(): Map<string, number> {
     const running = new Map<string, number>();
@@ -418,6 +444,11 @@ export class Dispatcher {
     this.#batches.add(batch);
     if (this.limiter.active) {
       for (const job of jobs) this.limiter.claimed(job.type, job.id, () => this.#pool.slots.startedAt(slot));
+    }
+    if (this.groupLimiter.active) {
+      for (const job of jobs) {
+        if (job.group !== null) this.groupLimiter.claimed(job.group, job.id, () => this.#pool.slots.startedAt(slot));
+      }
     }
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
@@ -465,7 +496,10 @@ export class Dispatcher {
   }
 
   #giveBackJobs(jobs: ClaimedJob[], dropped: ReadonlySet<string>): void {
-    for (const job of jobs) this.limiter.ended(job.type, job.id, null);
+    for (const job of jobs) {
+      this.limiter.ended(job.type, job.id, null);
+      if (job.group !== null) this.groupLimiter.ended(job.group, job.id, null);
+    }
     const back = jobs.filter((job) => !dropped.has(job.id));
     const released = this.#store
       .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
@@ -494,7 +528,10 @@ export class Dispatcher {
   async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
     const started = this.#pool.slots.startedAt(batch.slot);
-    for (const job of batch.jobs) this.limiter.ended(job.type, job.id, started);
+    for (const job of batch.jobs) {
+      this.limiter.ended(job.type, job.id, started);
+      if (job.group !== null) this.groupLimiter.ended(job.group, job.id, started);
+    }
     this.#pool.slots.release(batch.slot);
     this.#batches.delete(batch);
     if (batch.recalled) this.#recalled -= 1;
@@ -515,4 +552,10 @@ export class Dispatcher {
     const items = batchOutcomes(batch, answer, failure, started, this.#outcomeContext);
     if (items.length > 0) await this.#outcomes.write(items);
   }
+}
+
+/** The earlier of two times, either of which may be missing. */
+function earliest(a: number | null, b: number | null): number | null {
+  if (a === null) return b;
+  return b === null ? a : Math.min(a, b);
 }

@@ -36,8 +36,9 @@ export interface Allowance {
 }
 
 /**
- * Task limits as one server enforces them (API.md "Task limits"): `concurrency` counts
- * the attempts of the type this server holds (claimed and not ended, a look-ahead
+ * Task limits as one server enforces them (API.md "Task limits"), keyed by type; the
+ * dispatcher keeps a second one keyed by group for group limits (API.md "Group limits"),
+ * which count the same way. `concurrency` counts the attempts of the type this server holds (claimed and not ended, a look-ahead
  * included); `rateLimit` allows at most `max` attempts to start in any window of `perMs`.
  *
  * The rate window is counted on real start times, so that it holds for starts and not

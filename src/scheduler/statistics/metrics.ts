@@ -22,6 +22,8 @@ export interface GaugeSource {
   /** Registered task types (each gets its series at 0) and the attempts of each this server runs. */
   taskTypes?: () => string[];
   runningByType?: () => Map<string, number>;
+  /** Attempts this server runs of each group with limits (kiln_group_running). */
+  runningByGroup?: () => Map<string, number>;
   /** Whether dispatch is paused (kiln_queue_paused). */
   paused?: () => boolean;
   /** Live servers sharing the store; absent for a store of one process. */
@@ -60,6 +62,7 @@ export class KilnMetrics {
   readonly #run: Histogram<'type' | 'outcome'>;
   readonly #commit: Histogram;
   readonly #limited: Counter<'type' | 'limit'>;
+  readonly #groupLimited: Counter<'group' | 'limit'>;
   readonly #dedupe: Counter<'type' | 'kind'>;
   readonly #scheduleTicks: Counter<'schedule' | 'outcome'>;
   readonly #callbacks: Counter<'outcome'>;
@@ -226,6 +229,23 @@ export class KilnMetrics {
       labelNames: ['type', 'limit'],
       registers,
     });
+    this.#groupLimited = new Counter({
+      name: 'kiln_group_limited_total',
+      help: "Claims that passed a job over because its group's limit held it back (groups with limits only).",
+      labelNames: ['group', 'limit'],
+      registers,
+    });
+    const { runningByGroup } = source;
+    new Gauge({
+      name: 'kiln_group_running',
+      help: 'Attempts of each group with limits this server runs now.',
+      labelNames: ['group'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [group, n] of runningByGroup?.() ?? []) this.set({ group }, n);
+      },
+    });
     this.#dedupe = new Counter({
       name: 'kiln_dedupe_hits_total',
       help: 'Submissions answered by dedupe: a job of the same work not finished (inflight) or a reused result.',
@@ -383,6 +403,20 @@ export class KilnMetrics {
 
   limited(type: string, limit: (typeof LIMIT_KINDS)[number]): void {
     this.#child(this.#limited, type, limit).inc();
+  }
+
+  groupLimited(group: string, limit: (typeof LIMIT_KINDS)[number]): void {
+    this.#groupLimited.inc({ group, limit });
+  }
+
+  /** A group was given limits: its series start at 0 (groups are known only at run time). */
+  groupKnown(group: string): void {
+    for (const limit of LIMIT_KINDS) this.#groupLimited.inc({ group, limit }, 0);
+  }
+
+  /** A group's limits were removed: its series go with them. */
+  groupGone(group: string): void {
+    for (const limit of LIMIT_KINDS) this.#groupLimited.remove({ group, limit });
   }
 
   callbackDelivery(outcome: 'delivered' | 'retry' | 'failed'): void {

@@ -81,6 +81,17 @@ export interface ClaimRequest {
   types?: readonly string[];
   /** Hears of each type whose job the claim passed over because of its limit (kiln_task_limited_total). */
   passedOver?: (type: string) => void;
+  /**
+   * Group limits, as `allowance` and `limits` are for types: at most this many more jobs
+   * of each named group in this claim; a job is taken only if both its type and its group
+   * allow it, and a job of a limited group is never micro-batched. A held group's jobs
+   * are passed over as a held type's are, and stay first of their group.
+   */
+  groupAllowance?: ReadonlyMap<string, number> | null;
+  /** Group limits themselves, for a store shared by several servers (as `limits`). */
+  groupLimits?: ReadonlyMap<string, TaskLimits> | null;
+  /** Hears of each group whose job the claim passed over because of its limit. */
+  groupPassedOver?: (group: string) => void;
 }
 
 export interface ClaimedJob extends JobSummary {

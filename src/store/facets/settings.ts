@@ -1,15 +1,28 @@
-import type { LimitOverride } from '../../contract/limits.js';
+import type { LimitKind, LimitOverride } from '../../contract/limits.js';
 
-/** Settings set at run time and kept across restarts: the pause and task limit overrides. */
+/** Settings set at run time and kept across restarts: the pause, task limit overrides and group limits. */
 export interface SettingsFacet {
   /** Whether dispatch is paused; kept across restarts. */
   paused(): Promise<boolean>;
 
   setPaused(paused: boolean): Promise<void>;
 
-  /** Task limits set at run time (PUT /v1/tasks/{name}/limits), by task type; kept across restarts. */
-  limitOverrides(): Promise<Map<string, LimitOverride>>;
+  /**
+   * Limits set at run time, by key, kept across restarts: with kind `type` (the default)
+   * task limit overrides (PUT /v1/tasks/{name}/limits), with kind `group` group limits
+   * (PUT /v1/groups/{group}/limits).
+   */
+  limitOverrides(kind?: LimitKind): Promise<Map<string, LimitOverride>>;
 
-  /** Set a type's override, or remove it (null: back to the task module's own limits). */
-  setLimitOverride(type: string, override: LimitOverride | null): Promise<void>;
+  /** Set a key's limits, or remove them (null: for a type, back to the task module's own limits). */
+  setLimitOverride(key: string, override: LimitOverride | null, kind?: LimitKind): Promise<void>;
+
+  /** Queued and running jobs of each group that has any (GET /v1/groups). */
+  groupCounts(): Promise<GroupCount[]>;
+}
+
+export interface GroupCount {
+  group: string;
+  queued: number;
+  running: number;
 }

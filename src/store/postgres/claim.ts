@@ -5,14 +5,15 @@
  * - micro-batched: one short transaction that reads the candidates, forms the batches
  *   here (core/micro-batches.ts), and claims the chosen ones;
  * - aged (priority aging): candidates level by level, ordered by effective priority;
- * - cluster-limited (task limits): candidates type by type under an advisory lock per
- *   limited type, each type's allowance cut to what the cluster leaves.
+ * - cluster-limited (task and group limits): candidates type by type under an advisory
+ *   lock per limited type and group, each one's allowance cut to what the cluster
+ *   leaves; a held group's jobs are left out of each type's probe.
  *
  * Due jobs are promoted first; claimed jobs carry their parents' results.
  */
 import type { ClaimedJob, ClaimRequest } from '../store.js';
 import type { StoreContext } from './context.js';
-import type { TaskLimits } from '../../contract/limits.js';
+import type { LimitKind, TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 import { prefixed, prepared } from './sql.js';
@@ -96,13 +97,17 @@ FOR UPDATE SKIP LOCKED`),
     claimIds: prepared(`${claimChosen} SELECT * FROM claimed`),
     /**
      * The same under a rate limit, in one statement: the claimed jobs of rate-limited types
-     * ($6) are recorded as starts, and starts that left their type's window ($4 types, $5
-     * ms) are forgotten (the DELETE reads the statement's snapshot: never the new starts).
+     * ($7) and groups ($8) are recorded as starts, and starts that left their window ($4
+     * kinds, $5 types or groups, $6 ms) are forgotten (the DELETE reads the statement's
+     * snapshot: never the new starts).
      */
     claimIdsRated: prepared(`${claimChosen},
-forgotten AS (DELETE FROM ${s}.rate_starts r USING unnest($4::text[], $5::bigint[]) AS t(type, per_ms)
-  WHERE r.type = t.type AND r.at <= ${now} - t.per_ms),
-recorded AS (INSERT INTO ${s}.rate_starts (type, at) SELECT c.type, ${now} FROM claimed c WHERE c.type = ANY($6::text[]))
+forgotten AS (DELETE FROM ${s}.rate_starts r
+  USING unnest($4::text[], $5::text[], $6::bigint[]) AS t(kind, key, per_ms)
+  WHERE r.kind = t.kind AND r.type = t.key AND r.at <= ${now} - t.per_ms),
+recorded AS (INSERT INTO ${s}.rate_starts (kind, type, at)
+  SELECT 'type', c.type, ${now} FROM claimed c WHERE c.type = ANY($7::text[])
+  UNION ALL SELECT 'group', c.group_key, ${now} FROM claimed c WHERE c.group_key = ANY($8::text[]))
 SELECT * FROM claimed`),
     /**
      * Candidates under priority aging ($4 ms a level): a job's effective priority is
@@ -123,28 +128,41 @@ ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $2::bigint) D
   c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $1`,
     /**
-     * Task limits across the cluster. A claim that applies them first takes a
-     * transaction-scoped advisory lock per limited type ($2, in order), so that two servers
-     * never both count the same free place, then reads what each type uses: running
-     * attempts and starts inside its rate window ($3 ms; 0 without a rate limit).
+     * Task and group limits across the cluster. A claim that applies them first takes a
+     * transaction-scoped advisory lock per limited type and group ($2: `:limit:<type>`,
+     * `:group-limit:<group>`, in order), so that two servers never both count the same
+     * free place, then reads what each uses: running attempts and starts inside its rate
+     * window ($3 ms; 0 without a rate limit).
      */
-    lockLimitedTypes: `SELECT pg_advisory_xact_lock(hashtextextended($1 || ':limit:' || t, 0))
-      FROM unnest($2::text[]) AS t ORDER BY t`,
-    /** And, when $3, whether the type has queued jobs (one probe of jobs_claim_type): a held one was passed over. */
+    lockLimited: `SELECT pg_advisory_xact_lock(hashtextextended($1 || k, 0))
+      FROM unnest($2::text[]) AS k ORDER BY k`,
+    /**
+     * What each limited type or group ($1 kinds, $2 names, $3 ms) uses, and, when $4,
+     * whether it has queued jobs (one probe of jobs_claim_type, or one of
+     * jobs_group_round per priority): a held one was passed over. A group's running
+     * attempts are counted among all running jobs (jobs_running_type lists them).
+     */
     limitUsage: `
-SELECT t.type,
-  (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.type = t.type)::int AS running,
-  (SELECT count(*) FROM ${s}.rate_starts r WHERE r.type = t.type AND r.at > ${now} - t.per_ms)::int AS started,
-  $3::boolean AND EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t.type) AS queued
-FROM unnest($1::text[], $2::bigint[]) AS t(type, per_ms)`,
+SELECT t.kind, t.key,
+  (CASE WHEN t.kind = 'type'
+    THEN (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.type = t.key)
+    ELSE (SELECT count(*) FROM ${s}.jobs j WHERE j.status = 'running' AND j.group_key = t.key) END)::int AS running,
+  (SELECT count(*) FROM ${s}.rate_starts r
+    WHERE r.kind = t.kind AND r.type = t.key AND r.at > ${now} - t.per_ms)::int AS started,
+  $4::boolean AND (CASE WHEN t.kind = 'type'
+    THEN EXISTS (SELECT 1 FROM ${s}.jobs j WHERE j.status = 'queued' AND j.type = t.key)
+    ELSE EXISTS (SELECT 1 FROM generate_series(0, 9) AS l(p) WHERE EXISTS (SELECT 1 FROM ${s}.jobs j
+      WHERE j.status = 'queued' AND j.group_key = t.key AND j.priority = l.p)) END) AS queued
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(kind, key, per_ms)`,
     /**
      * Candidates type by type ($1 types, at most $2 of each, best first, $3 in all), so a
      * type held back by its limit is never read: each type is one probe of jobs_claim_type.
+     * Jobs of the groups held back by their limits ($4) are left out of each probe.
      */
     claimCandidatesByType: `
-SELECT c.id::text AS id, c.type FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN LATERAL (
-  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.type = t.type
+SELECT c.id::text AS id, c.type, c.group_key AS "group" FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN LATERAL (
+  SELECT j.id, j.type, j.group_key, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type AND (j.group_key IS NULL OR j.group_key <> ALL($4::text[]))
   ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
@@ -152,10 +170,11 @@ WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = '
 ORDER BY c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
     claimCandidatesByTypeAged: `
-SELECT c.id::text AS id, c.type
+SELECT c.id::text AS id, c.type, c.group_key AS "group"
 FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN generate_series(0, 9) AS l(p) CROSS JOIN LATERAL (
-  SELECT j.id, j.type, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
+  SELECT j.id, j.type, j.group_key, j.priority, j.round, j.ready_at, j.ready_seq FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.type = t.type AND j.priority = l.p
+    AND (j.group_key IS NULL OR j.group_key <> ALL($5::text[]))
   ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
@@ -220,9 +239,11 @@ export class PgClaim {
 
   /** The claimed rows, and the batches they form (null: one job each, in claim order). */
   async #claimRows(request: ClaimRequest): Promise<{ rows: ClaimRow[]; groups: string[][] | null }> {
-    const { limits, types, micro } = request;
-    if (limits !== undefined && limits !== null && limits.size > 0 && types) {
-      return this.#claimLimited(request, limits, types);
+    const { types, micro } = request;
+    const limits = request.limits ?? new Map<string, TaskLimits>();
+    const groupLimits = request.groupLimits ?? new Map<string, TaskLimits>();
+    if ((limits.size > 0 || groupLimits.size > 0) && types) {
+      return this.#claimLimited(request, limits, groupLimits, types);
     }
     if ((this.#ctx.options.priorityAgingMs ?? 0) > 0) return this.#claimAged(request);
     if (micro === null || micro.costs.size === 0) return { rows: await this.#claimPlain(request), groups: null };
@@ -271,39 +292,58 @@ export class PgClaim {
   }
 
   /**
-   * A claim under task limits, applied across every server: under an advisory lock per
-   * limited type, each type's allowance is this server's (`allowance`) cut to what the
-   * cluster leaves (running attempts of the type, starts inside its rate window, on the
-   * database's clock); candidates are read type by type, so a held type's backlog is
-   * never read; the starts of rate-limited types are recorded in the same transaction.
+   * A claim under task and group limits, applied across every server: under an advisory
+   * lock per limited type and group, each one's allowance is this server's (`allowance`,
+   * `groupAllowance`) cut to what the cluster leaves (running attempts, starts inside its
+   * rate window, on the database's clock); candidates are read type by type, so a held
+   * type's backlog is never read, and a held group's jobs are left out of each type's
+   * probe; a job is taken only while both its type and its group allow it; the starts of
+   * rate-limited types and groups are recorded in the same transaction.
    */
   async #claimLimited(
     request: ClaimRequest,
     limits: ReadonlyMap<string, TaskLimits>,
+    groupLimits: ReadonlyMap<string, TaskLimits>,
     types: readonly string[],
   ): Promise<{ rows: ClaimRow[]; groups: string[][] }> {
     const aging = this.#ctx.options.priorityAgingMs ?? 0;
-    const limited = [...limits.keys()].sort();
-    const perMs = limited.map((type) => limits.get(type)?.rateLimit?.perMs ?? 0);
-    const rated = limited.filter((type) => limits.get(type)?.rateLimit != null);
+    const limited: { kind: LimitKind; key: string; limit: TaskLimits }[] = [
+      ...[...limits].map(([key, limit]) => ({ kind: 'type' as const, key, limit })),
+      ...[...groupLimits].map(([key, limit]) => ({ kind: 'group' as const, key, limit })),
+    ];
+    const kinds = limited.map((entry) => entry.kind);
+    const keys = limited.map((entry) => entry.key);
+    const perMs = limited.map((entry) => entry.limit.rateLimit?.perMs ?? 0);
+    const locks = limited.map((entry) => (entry.kind === 'type' ? ':limit:' : ':group-limit:') + entry.key);
+    const ratedTypes = [...limits].filter(([, limit]) => limit.rateLimit !== null).map(([type]) => type);
+    const ratedGroups = [...groupLimits].filter(([, limit]) => limit.rateLimit !== null).map(([group]) => group);
     const micro = request.micro ?? SINGLE_JOBS;
     const perBatch = Math.max(1, micro.maxJobs);
-    let passed: string[] = [];
+    const watching = request.passedOver !== undefined || request.groupPassedOver !== undefined;
+    let passed: { kind: LimitKind; key: string }[] = [];
     const result = await this.#ctx.db.transaction(async (client) => {
-      await client.query(this.#sql.lockLimitedTypes, [this.#ctx.options.schema, limited]);
-      const usage = await client.query<{ type: string; running: number; started: number; queued: boolean }>(
-        this.#sql.limitUsage,
-        [limited, perMs, request.passedOver !== undefined],
-      );
+      await client.query(this.#sql.lockLimited, [this.#ctx.options.schema, locks]);
+      const usage = await client.query<{
+        kind: LimitKind;
+        key: string;
+        running: number;
+        started: number;
+        queued: boolean;
+      }>(this.#sql.limitUsage, [kinds, keys, perMs, watching]);
       const left = new Map<string, number>();
+      const groupsLeft = new Map<string, number>();
       for (const row of usage.rows) {
-        const limit = limits.get(row.type);
-        let allowed = request.allowance?.get(row.type) ?? Number.POSITIVE_INFINITY;
+        const limit = row.kind === 'type' ? limits.get(row.key) : groupLimits.get(row.key);
+        const mine = row.kind === 'type' ? request.allowance : request.groupAllowance;
+        let allowed = mine?.get(row.key) ?? Number.POSITIVE_INFINITY;
         if (limit?.concurrency != null) allowed = Math.min(allowed, limit.concurrency - row.running);
         if (limit?.rateLimit != null) allowed = Math.min(allowed, limit.rateLimit.max - row.started);
-        left.set(row.type, Math.max(0, allowed));
+        (row.kind === 'type' ? left : groupsLeft).set(row.key, Math.max(0, allowed));
       }
-      passed = usage.rows.filter((row) => row.queued && left.get(row.type) === 0).map((row) => row.type);
+      passed = usage.rows
+        .filter((row) => row.queued && (row.kind === 'type' ? left : groupsLeft).get(row.key) === 0)
+        .map((row) => ({ kind: row.kind, key: row.key }));
+      const heldGroups = [...groupsLeft].filter(([, n]) => n === 0).map(([group]) => group);
       const open = types.filter((type) => left.get(type) !== 0);
       const total = Math.min(MAX_CANDIDATES, request.batches * perBatch);
       const counts = open.map((type) => Math.min(total, left.get(type) ?? total));
@@ -311,33 +351,51 @@ export class PgClaim {
         open.length === 0
           ? []
           : (
-              await client.query<{ id: string; type: string }>(
+              await client.query<{ id: string; type: string; group: string | null }>(
                 aging > 0 ? this.#sql.claimCandidatesByTypeAged : this.#sql.claimCandidatesByType,
-                aging > 0 ? [open, counts, total, aging] : [open, counts, total],
+                aging > 0 ? [open, counts, total, aging, heldGroups] : [open, counts, total, heldGroups],
               )
             ).rows;
-      // Limited types are counted one job at a time: never in a micro-batch.
+      // Limited types and groups are counted one job at a time: never in a micro-batch.
       const costs = new Map([...micro.costs].filter(([type]) => !limits.has(type)));
-      const taken = new Map<string, number>();
+      const solo = new Set(micro.solo);
+      const takenOfType = new Map<string, number>();
+      const takenOfGroup = new Map<string, number>();
       const fitting = candidates.filter((candidate) => {
-        const allowed = left.get(candidate.type);
-        if (allowed === undefined) return true;
-        const n = taken.get(candidate.type) ?? 0;
-        if (n >= allowed) return false;
-        taken.set(candidate.type, n + 1);
+        const typeAllowed = left.get(candidate.type);
+        const groupAllowed = candidate.group === null ? undefined : groupsLeft.get(candidate.group);
+        const ofType = takenOfType.get(candidate.type) ?? 0;
+        const ofGroup = candidate.group === null ? 0 : (takenOfGroup.get(candidate.group) ?? 0);
+        if (typeAllowed !== undefined && ofType >= typeAllowed) return false;
+        if (groupAllowed !== undefined && ofGroup >= groupAllowed) return false;
+        if (typeAllowed !== undefined) takenOfType.set(candidate.type, ofType + 1);
+        if (groupAllowed !== undefined) {
+          takenOfGroup.set(candidate.group as string, ofGroup + 1);
+          solo.add(candidate.id);
+        }
         return true;
       });
-      const formed = formBatches(fitting, request.batches, { ...micro, costs });
+      const formed = formBatches(fitting, request.batches, { ...micro, costs, solo });
       const ids = formed.flat();
       if (ids.length === 0) return { rows: [] as ClaimRow[], groups: formed };
       const values = [request.owner, ids, request.leaseMs];
       const claimed =
-        rated.length === 0
+        ratedTypes.length === 0 && ratedGroups.length === 0
           ? await run<ClaimRow>(client, this.#sql.claimIds, values)
-          : await run<ClaimRow>(client, this.#sql.claimIdsRated, [...values, limited, perMs, rated]);
+          : await run<ClaimRow>(client, this.#sql.claimIdsRated, [
+              ...values,
+              kinds,
+              keys,
+              perMs,
+              ratedTypes,
+              ratedGroups,
+            ]);
       return { rows: claimed.rows, groups: formed };
     }, CLAIM_TRANSACTION);
-    for (const type of passed) request.passedOver?.(type);
+    for (const { kind, key } of passed) {
+      if (kind === 'type') request.passedOver?.(key);
+      else request.groupPassedOver?.(key);
+    }
     return result;
   }
 }

@@ -10,6 +10,7 @@ import finishFence from './migrations/007-finish-fence.js';
 import nodeLease from './migrations/008-node-lease.js';
 import attemptStarted from './migrations/009-attempt-started.js';
 import snoozes from './migrations/010-snoozes.js';
+import groupLimits from './migrations/011-group-limits.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -36,9 +37,13 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 8, name: 'node-lease', sql: nodeLease },
   { version: 9, name: 'attempt-started', sql: attemptStarted },
   { version: 10, name: 'snoozes', sql: snoozes },
+  { version: 11, name: 'group-limits', sql: groupLimits },
 ];
 
-export const PG_SCHEMA_VERSION = MIGRATIONS.length;
+/** Every step's version, in order. */
+export const PG_SCHEMA_VERSIONS: readonly number[] = MIGRATIONS.map((step) => step.version);
+
+export const PG_SCHEMA_VERSION = PG_SCHEMA_VERSIONS[PG_SCHEMA_VERSIONS.length - 1] as number;
 
 /** Schema names Kiln accepts (KILN_PG_SCHEMA): plain lower-case identifiers. */
 // At most 56 characters, so that the notification channel `<schema>_events` fits PostgreSQL's 63.

@@ -1,7 +1,8 @@
-/** Settings on PostgreSQL: dispatch paused cluster-wide, and task limit overrides. */
-import type { LimitOverride } from '../../contract/limits.js';
+/** Settings on PostgreSQL: dispatch paused cluster-wide, task limit overrides and group limits. */
+import type { LimitKind, LimitOverride } from '../../contract/limits.js';
+import type { GroupCount } from '../store.js';
 import type { StoreContext } from './context.js';
-import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
+import { limitsKey, limitsPrefix, parseOverrides } from '../core/settings-codec.js';
 
 function settingStatements(schema: string) {
   const s = `"${schema}"`;
@@ -11,6 +12,9 @@ function settingStatements(schema: string) {
     putSetting: `INSERT INTO ${s}.settings (key, value) VALUES ($1, $2)
       ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
     deleteSetting: `DELETE FROM ${s}.settings WHERE key = $1`,
+    groupCounts: `SELECT group_key AS "group", count(*) FILTER (WHERE status = 'queued')::int AS queued,
+      count(*) FILTER (WHERE status = 'running')::int AS running
+      FROM ${s}.jobs WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
     setPaused: `INSERT INTO ${s}.settings (key, value) VALUES ('paused', $1)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   };
@@ -35,13 +39,23 @@ export class PgSettings {
     return row?.value === 'true';
   }
 
-  async limitOverrides(): Promise<Map<string, LimitOverride>> {
-    const rows = await this.#ctx.db.query<{ key: string; value: string }>(this.#sql.settingsByPrefix, [LIMITS_PREFIX]);
-    return parseOverrides(rows.rows.map((row) => [row.key, row.value]));
+  async limitOverrides(kind: LimitKind): Promise<Map<string, LimitOverride>> {
+    const rows = await this.#ctx.db.query<{ key: string; value: string }>(this.#sql.settingsByPrefix, [
+      limitsPrefix(kind),
+    ]);
+    return parseOverrides(
+      rows.rows.map((row) => [row.key, row.value]),
+      kind,
+    );
   }
 
-  async setLimitOverride(type: string, override: LimitOverride | null): Promise<void> {
-    if (override === null) await this.#ctx.db.query(this.#sql.deleteSetting, [LIMITS_PREFIX + type]);
-    else await this.#ctx.db.query(this.#sql.putSetting, [LIMITS_PREFIX + type, JSON.stringify(override)]);
+  async setLimitOverride(key: string, override: LimitOverride | null, kind: LimitKind): Promise<void> {
+    if (override === null) await this.#ctx.db.query(this.#sql.deleteSetting, [limitsKey(kind, key)]);
+    else await this.#ctx.db.query(this.#sql.putSetting, [limitsKey(kind, key), JSON.stringify(override)]);
+  }
+
+  /** Queued and running jobs of each group that has any. */
+  async groupCounts(): Promise<GroupCount[]> {
+    return (await this.#ctx.db.query<GroupCount>(this.#sql.groupCounts)).rows;
   }
 }

@@ -34,6 +34,7 @@ import type {
   Finished,
   FinishItem,
   FireResult,
+  GroupCount,
   InsertResult,
   InvalidState,
   JobStore,
@@ -47,7 +48,7 @@ import type {
 import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
 import type { JobRow } from '../core/rows.js';
-import type { LimitOverride } from '../../contract/limits.js';
+import type { LimitKind, LimitOverride } from '../../contract/limits.js';
 import type { NodeInfo } from '../../contract/node.js';
 import type { PostgresStoreOptions, Running, StoreContext } from './context.js';
 import type { QueueCounts } from '../../contract/queue.js';
@@ -236,12 +237,16 @@ export class PostgresStore implements JobStore {
     return this.#reads.counts();
   }
 
-  limitOverrides(): Promise<Map<string, LimitOverride>> {
-    return this.#settings.limitOverrides();
+  limitOverrides(kind: LimitKind = 'type'): Promise<Map<string, LimitOverride>> {
+    return this.#settings.limitOverrides(kind);
   }
 
-  setLimitOverride(type: string, override: LimitOverride | null): Promise<void> {
-    return this.#settings.setLimitOverride(type, override);
+  setLimitOverride(key: string, override: LimitOverride | null, kind: LimitKind = 'type'): Promise<void> {
+    return this.#settings.setLimitOverride(key, override, kind);
+  }
+
+  groupCounts(): Promise<GroupCount[]> {
+    return this.#settings.groupCounts();
   }
 
   paused(): Promise<boolean> {

@@ -96,7 +96,7 @@ export async function claimFromIndex(side: MainSide, request: ClaimRequest): Pro
 /**
  * Batches taken from the ready index, entries and their copies side by side (no object
  * per job beyond the copy itself): a batch whose first job's type has a cost grows with
- * the next jobs while they have costs too, are not solo or of a limited type, and the
+ * the next jobs while they have costs too, are not solo or of a limited type or group, and the
  * batch is under its budget and size (ClaimRequest.micro). `missing` counts the jobs
  * without a copy.
  */
@@ -111,9 +111,14 @@ function takeBatches(
   const { micro } = request;
   const left = request.allowance === undefined || request.allowance === null ? null : new Map(request.allowance);
   const allowed = left === null || left.size === 0 ? null : (type: string) => (left.get(type) ?? 1) > 0;
+  const groupsLeft =
+    request.groupAllowance === undefined || request.groupAllowance === null ? null : new Map(request.groupAllowance);
+  const groups =
+    groupsLeft === null || groupsLeft.size === 0 ? null : (group: string) => (groupsLeft.get(group) ?? 1) > 0;
+  const limitedGroup = (group: string | null) => group !== null && groupsLeft?.has(group) === true;
   let missing = 0;
   while (entries.length < request.batches) {
-    const first = index.take(allowed, request.passedOver, now);
+    const first = index.take(allowed, request.passedOver, now, groups, request.groupPassedOver);
     if (first === undefined) break;
     const batchEntries = [first.entry];
     const batchRecords = [first.record];
@@ -122,14 +127,21 @@ function takeBatches(
     if (first.record === null) missing++;
     const allowance = left?.get(first.entry.type);
     if (allowance !== undefined) left?.set(first.entry.type, allowance - 1);
-    // A limited type is never in a micro-batch: its jobs are counted one by one.
+    const group = first.entry.group;
+    const groupAllowance = group === null ? undefined : groupsLeft?.get(group);
+    if (groupAllowance !== undefined) groupsLeft?.set(group as string, groupAllowance - 1);
+    // A limited type or group is never in a micro-batch: its jobs are counted one by one.
     let expectedMs =
-      micro === null || allowance !== undefined ? undefined : costInBatch(micro, first.entry.id, first.entry.type);
+      micro === null || allowance !== undefined || groupAllowance !== undefined
+        ? undefined
+        : costInBatch(micro, first.entry.id, first.entry.type);
     if (micro === null || expectedMs === undefined) continue;
     while (batchHasRoom(micro, batchEntries.length, expectedMs)) {
       const next = index.peek(null, undefined, now);
       const cost =
-        next === undefined || left?.has(next.type) === true ? undefined : costInBatch(micro, next.id, next.type);
+        next === undefined || left?.has(next.type) === true || limitedGroup(next.group)
+          ? undefined
+          : costInBatch(micro, next.id, next.type);
       // The next job does not fit: it stays first in line for the next batch.
       if (cost === undefined) break;
       const taken = index.take(null, undefined, now);

@@ -28,7 +28,7 @@ import { insertJobs } from './insert.js';
 import { cancel, purge, remove, retry } from './job-actions.js';
 import { expired, heartbeat, started } from './lease.js';
 import type { Op } from './protocol.js';
-import { getJob, list, snapshot } from './reads.js';
+import { getJob, groupCounts, list, snapshot } from './reads.js';
 import { fireSchedule, getSchedule, putSchedule, removeSchedule, schedules } from './schedules.js';
 import { paused, putSetting, setPaused, settings } from './settings.js';
 
@@ -65,6 +65,8 @@ export function runOperation(file: FileState, op: Op): unknown {
       return list(file, op.filter);
     case 'counts':
       return file.counters.counts();
+    case 'groupCounts':
+      return groupCounts(file);
     case 'paused':
       return paused(file);
     case 'setPaused':

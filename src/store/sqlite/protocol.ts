@@ -1,6 +1,7 @@
 import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
 import type {
   DeliveryAttempt,
+  GroupCount,
   ExpiredAttempt,
   InvalidState,
   ListFilter,
@@ -139,6 +140,7 @@ export type Op =
   | { op: 'get'; id: string }
   | { op: 'list'; filter: ListFilter }
   | { op: 'counts' }
+  | { op: 'groupCounts' }
   | { op: 'paused' }
   | { op: 'setPaused'; paused: boolean }
   | { op: 'settings'; prefix: string }
@@ -166,6 +168,7 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'get',
   'list',
   'counts',
+  'groupCounts',
   'paused',
   'settings',
   'expired',
@@ -192,6 +195,7 @@ export interface Answers {
   get: JobWire | null;
   list: Page;
   counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
+  groupCounts: GroupCount[];
   paused: boolean;
   setPaused: null;
   settings: [string, string][];

@@ -1,6 +1,6 @@
 import { decodeCursor, pageOf, pageSize } from '../core/page.js';
 import { type JobWire, type SummaryRow, toWire } from '../core/rows.js';
-import type { ListFilter, Page } from '../store.js';
+import type { GroupCount, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
 import type { Snapshot } from './protocol.js';
@@ -76,11 +76,21 @@ const SUMMARY_COLUMNS =
   'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback';
 
 /** The statements of the reads, prepared once. */
+/** Queued and running jobs of each group that has any. */
+export function groupCounts(file: FileState): GroupCount[] {
+  return file.s.groupCounts.all();
+}
+
 export function prepareReadStatements({ prepare }: Preparer) {
   const lists = new Map<string, Statement<SummaryRow>>();
   const listQuery = (where: string) =>
     prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
   return {
+    // Read by status: the queued and running jobs, never the finished ones of every group.
+    groupCounts: prepare<GroupCount>(
+      `SELECT group_key AS "group", sum(status = 'queued') AS queued, sum(status = 'running') AS running
+       FROM jobs INDEXED BY jobs_status_id WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
+    ),
     selectQueued: prepare<{
       id: string;
       type: string;

@@ -28,6 +28,7 @@ import type {
   Finished,
   FinishItem,
   FireResult,
+  GroupCount,
   InsertResult,
   InvalidState,
   JobStore,
@@ -41,12 +42,12 @@ import type {
 import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { FaultLogger } from '../../fault-log.js';
 import type { Job, NewJob, Progress } from '../../contract/job.js';
-import type { LimitOverride } from '../../contract/limits.js';
+import type { LimitKind, LimitOverride } from '../../contract/limits.js';
 import type { QueueCounts } from '../../contract/queue.js';
 import type { Schedule } from '../../contract/schedule.js';
 import type { ScheduleDefinition } from '../../contract/schedule.js';
 import type { StoreThreadClient } from './thread-client.js';
-import { LIMITS_PREFIX, parseOverrides } from '../core/settings-codec.js';
+import { limitsKey, limitsPrefix, parseOverrides } from '../core/settings-codec.js';
 import { MainSide } from './main-side.js';
 import { applyChanges, applyInsert } from './apply-changes.js';
 import { claimFromIndex } from './claim-from-index.js';
@@ -233,18 +234,22 @@ export class SqliteStore implements JobStore {
     return this.#thread.call({ op: 'paused' });
   }
 
-  async limitOverrides(): Promise<Map<string, LimitOverride>> {
-    return parseOverrides(await this.#thread.call({ op: 'settings', prefix: LIMITS_PREFIX }));
+  async limitOverrides(kind: LimitKind = 'type'): Promise<Map<string, LimitOverride>> {
+    return parseOverrides(await this.#thread.call({ op: 'settings', prefix: limitsPrefix(kind) }), kind);
   }
 
-  setLimitOverride(type: string, override: LimitOverride | null): Promise<void> {
+  setLimitOverride(key: string, override: LimitOverride | null, kind: LimitKind = 'type'): Promise<void> {
     return this.#thread
       .call({
         op: 'putSetting',
-        key: LIMITS_PREFIX + type,
+        key: limitsKey(kind, key),
         value: override === null ? null : JSON.stringify(override),
       })
       .then(() => undefined);
+  }
+
+  groupCounts(): Promise<GroupCount[]> {
+    return this.#thread.call({ op: 'groupCounts' });
   }
 
   schedules(): Promise<Schedule[]> {

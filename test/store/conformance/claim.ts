@@ -235,6 +235,118 @@ export function claimFacet(openStore: OpenStore): void {
     });
   });
 
+  describe('claim: group limits', () => {
+    const held = { concurrency: 1, rateLimit: null };
+    const groupLimited = (allowance: number, extra: Partial<ClaimRequest> = {}): Partial<ClaimRequest> => ({
+      groupAllowance: new Map([['tenant-held', allowance]]),
+      groupLimits: new Map([['tenant-held', held]]),
+      types: ['test.held', 'test.echo', 'test.other'],
+      ...extra,
+    });
+
+    it('passes over a held group to the next job of another, and its jobs stay first of the group', async () => {
+      const { store, clock } = await openStore();
+      const heldJobs: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        clock.set(T0 + i);
+        heldJobs.push((await insertOne(store, { group: 'tenant-held' })).id);
+      }
+      clock.set(T0 + 10);
+      const free = await insertOne(store, { group: 'tenant-free' });
+      clock.set(T0 + 11);
+      const ungrouped = await insertOne(store, { type: 'test.other' });
+      clock.set(T0 + 20);
+      const passed: string[] = [];
+      const first = await store.claim(
+        claimRequest(5, groupLimited(0, { groupPassedOver: (group) => passed.push(group) })),
+      );
+      assert.deepEqual(first.map((batch) => batch.map((j) => j.id)).sort(), [[free.id], [ungrouped.id]].sort());
+      assert.deepEqual([...new Set(passed)], ['tenant-held'], 'the held group was passed over');
+      const next = await store.claim(claimRequest(5, groupLimited(1)));
+      assert.deepEqual(
+        next.map((batch) => batch.map((j) => j.id)),
+        [[heldJobs[0]]],
+        'one place frees one job: the first of its group',
+      );
+      assert.deepEqual(
+        (await store.claim(claimRequest(5))).map((batch) => batch.map((j) => j.id)),
+        heldJobs.slice(1).map((id) => [id]),
+        'without limits the rest follow in order',
+      );
+    });
+
+    it("takes a job only when both its type's and its group's limits allow it", async () => {
+      const { store, clock } = await openStore();
+      const jobs: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        clock.set(T0 + i);
+        jobs.push((await insertOne(store, { type: 'test.held', group: 'tenant-held' })).id);
+      }
+      clock.set(T0 + 5);
+      const other = await insertOne(store, { type: 'test.held', group: 'tenant-free' });
+      clock.set(T0 + 10);
+      // The group allows two, the type one: one job of the type, the group's first.
+      const byType = await store.claim(
+        claimRequest(5, {
+          ...groupLimited(2),
+          allowance: new Map([['test.held', 1]]),
+          limits: new Map([['test.held', held]]),
+        }),
+      );
+      assert.deepEqual(
+        byType.map((batch) => batch.map((j) => j.id)),
+        [[jobs[0]]],
+      );
+      // The type allows five, the group one: the group's next, then the other group's job.
+      const byGroup = await store.claim(
+        claimRequest(5, {
+          ...groupLimited(1, { groupLimits: new Map([['tenant-held', { concurrency: 2, rateLimit: null }]]) }),
+          allowance: new Map([['test.held', 5]]),
+          limits: new Map([['test.held', { concurrency: 5, rateLimit: null }]]),
+        }),
+      );
+      assert.deepEqual(byGroup.map((batch) => batch.map((j) => j.id)).sort(), [[jobs[1]], [other.id]].sort());
+      await assertCountsExact(store);
+    });
+
+    it("never puts a limited group's job in a micro-batch", async () => {
+      const { store } = await openStore();
+      await insertOk(store, [
+        newJob({ group: 'tenant-held' }),
+        newJob({ group: 'tenant-held' }),
+        newJob({ group: 'tenant-free' }),
+        newJob({ group: 'tenant-free' }),
+      ]);
+      const micro = { costs: new Map([['test.echo', 0.01]]), budgetMs: 2, maxJobs: 10, solo: new Set<string>() };
+      const claimed = await store.claim(
+        claimRequest(4, {
+          micro,
+          ...groupLimited(2, { groupLimits: new Map([['tenant-held', { concurrency: 5, rateLimit: null }]]) }),
+        }),
+      );
+      const heldBatches = claimed.filter((batch) => batch.some((j) => j.group === 'tenant-held'));
+      assert.equal(heldBatches.length, 2);
+      for (const batch of heldBatches) assert.equal(batch.length, 1);
+      assert.equal(claimed.flat().length, 4);
+    });
+
+    it('ages under group limits too, passing over a held group', async () => {
+      const { store, clock } = await openStore(10_000, 1000);
+      clock.set(T0);
+      const old = await insertOne(store, { priority: 0, group: 'tenant-free' });
+      clock.set(T0 + 1);
+      await insertOne(store, { priority: 9, group: 'tenant-held' });
+      clock.set(T0 + 9500);
+      const fresh = await insertOne(store, { priority: 9 });
+      clock.set(T0 + 10_000);
+      const claimed = await store.claim(claimRequest(3, groupLimited(0)));
+      assert.deepEqual(
+        claimed.map((batch) => batch.map((j) => j.id)),
+        [[old.id], [fresh.id]],
+      );
+    });
+  });
+
   describe('claim: priority aging', () => {
     it('raises a waiting job one level per period, so an old low-priority job goes before newer high ones', async () => {
       const { store, clock } = await openStore(10_000, 1000);

@@ -8,6 +8,9 @@ export interface FairEntry {
   seq: number;
 }
 
+/** Which groups a claim may take now (group limits); null: any. Jobs without a group are never held. */
+export type GroupFilter = ((group: string) => boolean) | null;
+
 interface GroupLine<E> {
   line: Deque<E>;
   /** The one heap item that speaks for this group now; other heap items of the group are stale. */
@@ -56,8 +59,38 @@ export class FairQueue<E extends FairEntry> {
     if (group.inHeap === null || before(entry, group.inHeap)) this.#represent(group, entry);
   }
 
-  /** The next entry, without taking it. */
-  peek(): E | undefined {
+  /**
+   * The next entry of a group `allowed` lets through (group limits), without taking it.
+   * A held group is passed over by setting its one heap item aside: O(held groups ×
+   * log groups), never a walk of its line. `held` hears of each held group's first entry.
+   */
+  peek(allowed: GroupFilter = null, held?: (entry: E) => void): E | undefined {
+    if (allowed === null) return this.#top();
+    const aside: E[] = [];
+    const entry = this.#topAllowed(allowed, held, aside);
+    for (const item of aside) this.#heap.push(item);
+    return entry;
+  }
+
+  /** Takes the next entry of a group `allowed` lets through. */
+  shift(allowed: GroupFilter = null): E | undefined {
+    const aside: E[] = [];
+    const entry = allowed === null ? this.#top() : this.#topAllowed(allowed, undefined, aside);
+    if (entry !== undefined) {
+      this.#heap.pop();
+      const group = this.#groups.get(entry.group) as GroupLine<E>;
+      group.line.shift();
+      group.inHeap = null;
+      const next = this.#liveHead(group);
+      if (next === undefined) this.#groups.delete(entry.group);
+      else this.#represent(group, next);
+    }
+    for (const item of aside) this.#heap.push(item);
+    return entry;
+  }
+
+  /** The heap's top once it is a group's current first entry. */
+  #top(): E | undefined {
     for (;;) {
       const top = this.#heap.peek();
       if (top === undefined) return undefined;
@@ -75,18 +108,14 @@ export class FairQueue<E extends FairEntry> {
     }
   }
 
-  /** Takes the next entry. */
-  shift(): E | undefined {
-    const entry = this.peek();
-    if (entry === undefined) return undefined;
-    this.#heap.pop();
-    const group = this.#groups.get(entry.group) as GroupLine<E>;
-    group.line.shift();
-    group.inHeap = null;
-    const next = this.#liveHead(group);
-    if (next === undefined) this.#groups.delete(entry.group);
-    else this.#represent(group, next);
-    return entry;
+  /** The top of an allowed group, the held groups' items popped into `aside` (the caller pushes them back). */
+  #topAllowed(allowed: (group: string) => boolean, held: ((entry: E) => void) | undefined, aside: E[]): E | undefined {
+    for (;;) {
+      const top = this.#top();
+      if (top === undefined || top.group === null || allowed(top.group)) return top;
+      held?.(top);
+      aside.push(this.#heap.pop() as E);
+    }
   }
 
   /** Calls `visit` with each group's first current entry (its oldest). */

@@ -2,7 +2,7 @@ import type { JobWire } from '../../core/rows.js';
 import type { Snapshot } from '../protocol.js';
 import { MAX_PRIORITY, MIN_PRIORITY, PRIORITY_LEVELS } from '../../../contract/job.js';
 import TinyQueue from 'tinyqueue';
-import { before as fairBefore, FairQueue } from './fair-queue.js';
+import { before as fairBefore, FairQueue, type GroupFilter } from './fair-queue.js';
 
 /** Dead entries tolerated (beyond as many as live ones) before compaction. */
 const COMPACT_SLACK = 1024;
@@ -52,7 +52,8 @@ interface GroupTail {
  * best priority that has jobs (O(types)), each found in O(log groups), and a due job is
  * found in O(log n) without polling. A queue per type is what lets a claim pass over a
  * type held back by its limit without walking that type's backlog: the held jobs stay
- * first of their type.
+ * first of their type. A group held back by its limit is passed over the same way inside
+ * each type's fair queue (FairQueue.peek), its jobs first of their group.
  *
  * Fair share: within a priority, groups take turns. A job that becomes queued gets its
  * group's next round (one after the group's last queued job), or, when its group has
@@ -173,20 +174,29 @@ export class ReadyIndex {
   }
 
   /**
-   * The best queued job of a type `allowed` lets through, without taking it. `held`
-   * hears of each type whose first job was passed over (it would have been better).
+   * The best queued job of a type `allowed` and a group `groups` let through, without
+   * taking it. `held` hears of each type whose first job was passed over (it would have
+   * been better), `heldGroup` of each such group.
    * With priority aging, `now` (the store's clock) ages the jobs: each level's first
    * job is its oldest, so comparing the levels' first jobs finds the best (O(levels)).
    */
-  peek(allowed: TypeFilter = null, held?: (type: string) => void, now = 0): IndexEntry | undefined {
+  peek(
+    allowed: TypeFilter = null,
+    held?: (type: string) => void,
+    now = 0,
+    groups: GroupFilter = null,
+    heldGroup?: (group: string) => void,
+  ): IndexEntry | undefined {
     let passed: IndexEntry[] | undefined;
+    let passedGroups: IndexEntry[] | undefined;
+    const groupHeld = heldGroup === undefined ? undefined : (entry: IndexEntry) => (passedGroups ??= []).push(entry);
     let best: IndexEntry | undefined;
     let bestRank = -1;
     for (let priority = MAX_PRIORITY; priority >= MIN_PRIORITY; priority--) {
       if (this.#levelSizes[priority] === 0) continue;
       let first: IndexEntry | undefined;
       for (const queue of (this.#levels[priority] as Map<string, FairQueue<IndexEntry>>).values()) {
-        const head = queue.peek();
+        const head = queue.peek(groups, groupHeld);
         if (head === undefined) continue;
         if (allowed !== null && !allowed(head.type)) {
           if (held !== undefined) (passed ??= []).push(head);
@@ -208,6 +218,11 @@ export class ReadyIndex {
     if (held !== undefined && passed !== undefined) {
       for (const entry of passed) if (best === undefined || this.#before(entry, best, now)) held(entry.type);
     }
+    if (heldGroup !== undefined && passedGroups !== undefined) {
+      for (const entry of passedGroups) {
+        if (best === undefined || this.#before(entry, best, now)) heldGroup(entry.group as string);
+      }
+    }
     return best;
   }
 
@@ -226,15 +241,17 @@ export class ReadyIndex {
     return a.priority === b.priority ? fairBefore(a, b) : a.priority > b.priority;
   }
 
-  /** Takes the best queued job of a type `allowed` lets through, and its copy (null if none is kept). */
+  /** Takes the best queued job of a type `allowed` and a group `groups` let through, and its copy (null if none is kept). */
   take(
     allowed: TypeFilter = null,
     held?: (type: string) => void,
     now = 0,
+    groups: GroupFilter = null,
+    heldGroup?: (group: string) => void,
   ): { entry: IndexEntry; record: JobWire | null } | undefined {
-    const entry = this.peek(allowed, held, now);
+    const entry = this.peek(allowed, held, now, groups, heldGroup);
     if (entry === undefined) return undefined;
-    this.#levels[entry.priority]?.get(entry.type)?.shift();
+    this.#levels[entry.priority]?.get(entry.type)?.shift(groups);
     this.#entries -= 1;
     this.#dequeued(entry);
     return { entry, record: this.#drop(entry.id) };

@@ -29,6 +29,28 @@ function drain(queue: FairQueue<Entry>): string[] {
 }
 
 describe('FairQueue', () => {
+  it('passes over a held group without reading its line, which stays as it was', () => {
+    let looked = 0;
+    const queue = new FairQueue<Entry>(() => {
+      looked++;
+      return true;
+    });
+    for (let i = 0; i < 10_000; i++) queue.push(entry(`h${i}`, 'held', i));
+    queue.push(entry('f0', 'free', 5_000));
+    queue.push(entry('n0', null, 6_000));
+    const allowed = (group: string) => group !== 'held';
+    const heard: string[] = [];
+    looked = 0;
+    assert.equal(queue.peek(allowed, (e) => heard.push(e.id))?.id, 'f0');
+    assert.deepEqual(heard, ['h0'], "the held group's first job, once");
+    assert.equal(queue.shift(allowed)?.id, 'f0');
+    assert.equal(queue.shift(allowed)?.id, 'n0', 'jobs without a group are never held');
+    assert.equal(queue.shift(allowed), undefined);
+    assert.ok(looked < 20, `the held line was read (${looked} entries looked at)`);
+    assert.equal(queue.peek()?.id, 'h0', 'the held group is first again once allowed');
+    assert.deepEqual(drain(queue).slice(0, 3), ['h0', 'h1', 'h2']);
+  });
+
   it('takes groups in turn by round, FIFO inside a group, ties by place in line', () => {
     const { queue } = queueOf();
     for (let i = 0; i < 4; i++) queue.push(entry(`a${i}`, 'a', i));
