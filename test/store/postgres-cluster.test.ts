@@ -390,7 +390,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
           [
             'chosen ids under a rate limit',
             claims.claimIdsRated,
-            ['n', ids, 1000, ['noop'], [60_000], ['noop']],
+            ['n', ids, 1000, ['type'], ['noop'], [60_000], ['noop'], []],
             CLAIM_TRANSACTION,
             'jobs_pkey',
           ],
