@@ -158,12 +158,15 @@ export const listQuerySchema = z
     type: z.string().min(1).max(100).optional(),
     group: groupSchema.optional(),
     schedule: z.string().min(1).max(128).optional().describe('Jobs made by the schedule of this name.'),
+    batch: jobIdSchema.optional().describe('Jobs created in the batch of this id.'),
     limit: z.coerce.number().int().min(1).max(500).default(50),
     cursor: z.string().min(1).max(200).optional(),
   })
   .strict();
 
 // ── responses (documentation; the serializer writes plain JSON) ─────────────
+
+type StatusCounts = Record<(typeof JOB_STATUSES)[number], z.ZodInt>;
 
 const jobErrorSchema = z.object({ code: z.enum(JOB_ERROR_CODES), message: z.string(), attempt: z.int() });
 const progressSchema = z.object({ percent: z.number(), message: z.string().nullable() });
@@ -194,6 +197,7 @@ export const jobSchema = z
     group: z.string().nullable(),
     schedule: z.string().nullable().describe('The name of the schedule that created the job, else null.'),
     callback: z.object({ url: z.string(), events: z.array(z.enum(CALLBACK_EVENTS)).optional() }).nullable(),
+    batch: z.string().nullable().describe('The batch the job was created in (POST /v1/jobs/batch), else null.'),
     runAt: isoTime.nullable(),
     createdAt: isoTime,
     startedAt: isoTime.nullable(),
@@ -204,7 +208,28 @@ export const jobSchema = z
 export const jobSummarySchema = jobSchema.omit({ payload: true, result: true }).meta({ id: 'JobSummary' });
 
 export const jobListSchema = z.object({ jobs: z.array(jobSummarySchema), nextCursor: z.string().nullable() });
-export const jobBatchResponseSchema = z.object({ jobs: z.array(jobSchema) });
+export const jobBatchResponseSchema = z.object({
+  batch: z.string().describe('The batch of the jobs this request created: GET /v1/batches/{id}.'),
+  jobs: z.array(jobSchema),
+});
+
+export const batchParamsSchema = z.object({ id: jobIdSchema.describe('A batch id.') }).strict();
+
+export const batchSchema = z
+  .object({
+    id: z.string(),
+    total: z.int().describe('The jobs the request created (items answered by an existing job are not counted).'),
+    counts: z
+      .object(Object.fromEntries(JOB_STATUSES.map((status) => [status, z.int()])) as StatusCounts)
+      .describe("The batch's jobs by status, every status listed; a removed job is no longer counted."),
+    createdAt: isoTime,
+    finishedAt: isoTime.nullable().describe('When the last of its jobs became terminal; null while one is not.'),
+    callback: z
+      .object({ url: z.string(), events: z.array(z.enum(['batch.finished'])).optional() })
+      .nullable()
+      .describe('Always null: a batch callback is not accepted yet.'),
+  })
+  .meta({ id: 'Batch' });
 
 export const deliveriesSchema = z.object({
   deliveries: z.array(
@@ -232,8 +257,6 @@ export const problemSchema = z
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   })
   .meta({ id: 'Problem' });
-
-type StatusCounts = Record<(typeof JOB_STATUSES)[number], z.ZodInt>;
 
 export const queueSchema = z.object({
   capacity: z.int(),

@@ -19,6 +19,7 @@ import {
   sendProblem,
 } from './problems.js';
 import { observeAnswer } from './request-log.js';
+import { registerBatchRoutes } from './routes/batches.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
 import { registerScheduleRoutes } from './routes/schedules.js';
@@ -134,6 +135,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   const typed = app.withTypeProvider<ZodTypeProvider>();
   registerJobRoutes(typed, options.scheduler);
+  registerBatchRoutes(typed, options.scheduler);
   registerQueueRoutes(typed, options.scheduler);
   registerScheduleRoutes(typed, options.scheduler);
   registerStatsRoutes(typed, options.scheduler);

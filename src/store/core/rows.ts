@@ -67,6 +67,7 @@ export interface JobRow {
   schedule: string | null;
   /** The callback as JSON text, or null. */
   callback: string | null;
+  batch: string | null;
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
@@ -138,6 +139,7 @@ export function toSummary(row: SummaryRow): JobSummary {
     finishedAt: row.finished_at,
     readyAt: row.ready_at,
     schedule: row.schedule,
+    batch: row.batch,
   };
 }
 
@@ -248,6 +250,7 @@ export function copyOf(job: JobSummary, payloadText: string, parents: ParentResu
     finishedAt: job.finishedAt,
     readyAt: job.readyAt,
     schedule: job.schedule,
+    batch: job.batch,
     payloadText,
     resultText: null,
     parents,

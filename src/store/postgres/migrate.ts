@@ -9,6 +9,7 @@ import callbacks from './migrations/006-callbacks.js';
 import finishFence from './migrations/007-finish-fence.js';
 import nodeLease from './migrations/008-node-lease.js';
 import attemptStarted from './migrations/009-attempt-started.js';
+import batches from './migrations/011-batches.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -27,9 +28,13 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 7, name: 'finish-fence', sql: finishFence },
   { version: 8, name: 'node-lease', sql: nodeLease },
   { version: 9, name: 'attempt-started', sql: attemptStarted },
+  { version: 11, name: 'batches', sql: batches },
 ];
 
-export const PG_SCHEMA_VERSION = MIGRATIONS.length;
+/** The versions of the steps, in order (not necessarily consecutive). */
+export const PG_MIGRATION_VERSIONS: readonly number[] = MIGRATIONS.map((step) => step.version);
+
+export const PG_SCHEMA_VERSION = Math.max(...PG_MIGRATION_VERSIONS);
 
 /** Schema names Kiln accepts (KILN_PG_SCHEMA): plain lower-case identifiers. */
 // At most 56 characters, so that the notification channel `<schema>_events` fits PostgreSQL's 63.

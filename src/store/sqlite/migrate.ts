@@ -8,6 +8,7 @@ import groups from './migrations/005-groups.js';
 import schedules from './migrations/006-schedules.js';
 import callbacks from './migrations/007-callbacks.js';
 import attemptStarted from './migrations/008-attempt-started.js';
+import batches from './migrations/010-batches.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
@@ -23,6 +24,7 @@ const MIGRATIONS: readonly string[] = [
   schedules,
   callbacks,
   attemptStarted,
+  batches,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -17,6 +17,7 @@
  * `store_unavailable`, the claims it had not stored are reported lost, and a new store
  * thread is started; writes fail fast until it is up.
  */
+import type { Batch, NewBatch } from '../../contract/batch.js';
 import type { Answers, InsertRow } from './protocol.js';
 import type {
   Changes,
@@ -129,13 +130,14 @@ export class SqliteStore implements JobStore {
 
   // ── writes ────────────────────────────────────────────────────────────────
 
-  async insert(jobs: NewJob[]): Promise<InsertResult> {
+  async insert(jobs: NewJob[], batch?: NewBatch): Promise<InsertResult> {
     const rows = jobs.map(insertRowOf);
     const answer = await this.#thread.call({
       op: 'insert',
       rows,
       now: this.#side.clock(),
       capacity: this.#side.capacity,
+      batch: batch ?? null,
     });
     return applyInsert(this.#side, jobs, rows, answer);
   }
@@ -301,6 +303,10 @@ export class SqliteStore implements JobStore {
 
   nextDeliveryAt(): Promise<number | null> {
     return this.#thread.call({ op: 'nextDelivery' });
+  }
+
+  batch(id: string): Promise<Batch | null> {
+    return this.#thread.call({ op: 'batch', id });
   }
 
   async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {

@@ -1,0 +1,23 @@
+import type { JobStatus } from './job.js';
+
+/**
+ * A batch: the jobs one `POST /v1/jobs/batch` created, as a handle (API.md "Batches").
+ * Items answered by an existing job (an idempotency replay, a dedupe stand-in) keep that
+ * job's own batch and are not counted in this one.
+ */
+export interface Batch {
+  id: string;
+  /** The jobs the request created. */
+  total: number;
+  /** Jobs of the batch by status, every status listed (zeros included); removed jobs are no longer counted. */
+  counts: Record<JobStatus, number>;
+  createdAt: number;
+  /** When the last of its jobs became terminal; null while one is not. */
+  finishedAt: number | null;
+}
+
+/** A batch as the scheduler hands it to the store with its jobs. */
+export interface NewBatch {
+  id: string;
+  createdAt: number;
+}

@@ -1,0 +1,41 @@
+/**
+ * Batches (API.md "Batches"): one row per `POST /v1/jobs/batch`, and each job's `batch`.
+ *
+ * `remaining` counts the batch's jobs that are not terminal. A row trigger on `jobs`
+ * keeps it in the same transaction as the write that moves a batch job into or out of a
+ * terminal status, whatever that write is (the finish function, a cancel,
+ * fail_dependents, a retry), and sets `finished_at` when it reaches zero; its WHEN clause
+ * keeps jobs without a batch from paying more than a null test. Counts by status are read
+ * from the jobs by the `jobs_batch` index. `callback` is the batch's own callback as JSON
+ * text, or null. Adds a column, a table and a trigger: no function is replaced.
+ */
+const TERMINAL = `('completed', 'failed', 'cancelled')`;
+
+export default `
+ALTER TABLE {{schema}}.jobs ADD COLUMN batch uuid;
+CREATE INDEX jobs_batch ON {{schema}}.jobs (batch, status) WHERE batch IS NOT NULL;
+CREATE TABLE {{schema}}.batches (
+  id uuid PRIMARY KEY,
+  total int NOT NULL,
+  remaining int NOT NULL,
+  created_at bigint NOT NULL,
+  finished_at bigint,
+  callback text
+);
+
+CREATE FUNCTION {{schema}}.batch_job_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.status IN ${TERMINAL} THEN
+    UPDATE {{schema}}.batches SET remaining = remaining - 1,
+      finished_at = CASE WHEN remaining = 1 THEN coalesce(NEW.finished_at, {{schema}}.now_ms()) ELSE finished_at END
+    WHERE id = NEW.batch;
+  ELSE
+    UPDATE {{schema}}.batches SET remaining = remaining + 1, finished_at = NULL WHERE id = NEW.batch;
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_batch_on_update AFTER UPDATE OF status ON {{schema}}.jobs FOR EACH ROW
+  WHEN (NEW.batch IS NOT NULL AND (OLD.status IN ${TERMINAL}) <> (NEW.status IN ${TERMINAL}))
+  EXECUTE FUNCTION {{schema}}.batch_job_moved();
+`;
