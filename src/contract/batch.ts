@@ -14,10 +14,22 @@ export interface Batch {
   createdAt: number;
   /** When the last of its jobs became terminal; null while one is not. */
   finishedAt: number | null;
+  callback: BatchCallback | null;
+}
+
+/** The events a batch callback can be told of (API.md "Batches"). */
+export const BATCH_CALLBACK_EVENTS = ['batch.finished'] as const;
+export type BatchCallbackEvent = (typeof BATCH_CALLBACK_EVENTS)[number];
+
+/** Where to POST the batch once every job of it is terminal, as the client gave it. */
+export interface BatchCallback {
+  url: string;
+  events?: BatchCallbackEvent[];
 }
 
 /** A batch as the scheduler hands it to the store with its jobs. */
 export interface NewBatch {
   id: string;
   createdAt: number;
+  callback: BatchCallback | null;
 }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { CALLBACK_EVENTS, JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from './job.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from './schedule.js';
 import { SCOPES } from './scopes.js';
+import { BATCH_CALLBACK_EVENTS } from './batch.js';
 import { PROBLEM_CODES, type ProblemCode } from './problem-codes.js';
 import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
 import { isTimeZone, Timetable } from './cron.js';
@@ -114,8 +115,28 @@ export const batchItemSchema = z
   .strict();
 export type BatchItem = z.infer<typeof batchItemSchema>;
 
+const batchCallbackSchema = z
+  .object({
+    url: callbackSchema.shape.url,
+    events: z
+      .array(z.enum(BATCH_CALLBACK_EVENTS))
+      .min(1)
+      .max(BATCH_CALLBACK_EVENTS.length)
+      .refine((events) => new Set(events).size === events.length, { message: 'lists an event twice' })
+      .optional()
+      .describe('Default and only value: ["batch.finished"].'),
+  })
+  .strict();
+
 export const batchRequestSchema = z
-  .object({ jobs: z.array(batchItemSchema).min(1).max(1000) })
+  .object({
+    jobs: z.array(batchItemSchema).min(1).max(1000),
+    callback: batchCallbackSchema
+      .optional()
+      .describe(
+        'A signed POST of `{ "event": "batch.finished", "batch": <batch> }` to `url` once every job the request created is terminal, exactly once (needs KILN_CALLBACK_SECRET).',
+      ),
+  })
   .strict()
   .meta({
     examples: [
@@ -225,9 +246,9 @@ export const batchSchema = z
     createdAt: isoTime,
     finishedAt: isoTime.nullable().describe('When the last of its jobs became terminal; null while one is not.'),
     callback: z
-      .object({ url: z.string(), events: z.array(z.enum(['batch.finished'])).optional() })
+      .object({ url: z.string(), events: z.array(z.enum(BATCH_CALLBACK_EVENTS)).optional() })
       .nullable()
-      .describe('Always null: a batch callback is not accepted yet.'),
+      .describe('The callback of the request as it was given, else null.'),
   })
   .meta({ id: 'Batch' });
 

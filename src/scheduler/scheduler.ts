@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { DeliveryRecord } from '../contract/delivery.js';
 import { isTerminal, type Job, JOB_STATUSES, type JobStatus } from '../contract/job.js';
-import type { Batch } from '../contract/batch.js';
+import type { Batch, BatchCallback } from '../contract/batch.js';
 import type { LimitOverride } from '../contract/limits.js';
 import type { MicroBatchOptions } from './dispatch/micro-batch.js';
 import type { NodeInfo } from '../contract/node.js';
@@ -328,8 +328,11 @@ export class Scheduler {
   }
 
   /** A batch request (POST /v1/jobs/batch): its jobs in a new batch, all or nothing. */
-  submitBatch(items: SubmitItem[]): Promise<{ batch: string; submitted: Submitted[] }> {
-    return this.#submission.submitBatch(items);
+  submitBatch(
+    items: SubmitItem[],
+    callback: BatchCallback | null = null,
+  ): Promise<{ batch: string; submitted: Submitted[] }> {
+    return this.#submission.submitBatch(items, callback);
   }
 
   /** A batch with its jobs counted by status; null: no such batch. */

@@ -69,7 +69,7 @@ export function renderBatch(batch: Batch): ApiBatch {
     counts: batch.counts,
     createdAt: new Date(batch.createdAt).toISOString(),
     finishedAt: iso(batch.finishedAt),
-    callback: null,
+    callback: batch.callback,
   };
 }
 

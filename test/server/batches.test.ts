@@ -92,7 +92,7 @@ describe('batches over HTTP', () => {
     }
   });
 
-  it('answers 404 for an unknown batch and refuses what is not built yet', async () => {
+  it('answers 404 for an unknown batch, and refuses a batch callback on a server without callbacks', async () => {
     const unknown = '01936f4e-8d2a-7c3b-9e1f-2a4b6c8d0e20';
     const missing = await server.request('GET', `/v1/batches/${unknown}`);
     assert.equal(missing.status, 404);
@@ -104,6 +104,6 @@ describe('batches over HTTP', () => {
       callback: { url: 'https://example.com/done' },
     });
     assert.equal(withCallback.status, 400);
-    assert.equal(withCallback.body.code, 'validation_error');
+    assert.equal(withCallback.body.code, 'callbacks_disabled');
   });
 });

@@ -104,7 +104,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
     },
     async (request, reply) => {
       const items = request.body.jobs.map((job, index) => toSubmitItem(job, job.idempotencyKey, `jobs.${index}.`));
-      const { batch, submitted } = await scheduler.submitBatch(items);
+      const { batch, submitted } = await scheduler.submitBatch(items, request.body.callback ?? null);
       return reply.code(201).send({ batch, jobs: submitted.map((s) => renderJob(s.job)) });
     },
   );

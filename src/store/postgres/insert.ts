@@ -21,7 +21,7 @@ function insertStatements(schema: string) {
     /**
      * One statement for a whole request (without idempotency keys or outside parents):
      * admission against the counted pending jobs, the rows, their dependency edges.
-     * With a batch ($27, made at $28), its row, counting the jobs inserted and those of
+     * With a batch ($27, made at $28, callback $29), its row, counting the jobs inserted and those of
      * them not terminal (core/batches.ts says the same for SQLite).
      * Answers the pending count and one row per inserted job (none when the queue is full).
      */
@@ -64,8 +64,8 @@ deps AS (
   WHERE d.child IN (SELECT id::uuid FROM ins)),
 open AS (SELECT count(*) AS n FROM ins WHERE status NOT IN ('completed', 'failed', 'cancelled')),
 b AS (
-  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at)
-  SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END
+  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback)
+  SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text
   FROM open WHERE $27::uuid IS NOT NULL AND ($18 = 0 OR (SELECT n FROM pending) + $18 <= $19))
 SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`,
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
@@ -197,6 +197,7 @@ export class PgInsert {
       column((e) => (e.job.callback == null ? null : JSON.stringify(e.job.callback))),
       batch?.id ?? null,
       batch?.createdAt ?? null,
+      batch?.callback == null ? null : JSON.stringify(batch.callback),
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));

@@ -134,7 +134,7 @@ export class PostgresStore implements JobStore {
     this.#reads = new PgReads(context);
     this.#settings = new PgSettings(context);
     this.#schedules = new PgSchedules(context, this.#inserts);
-    this.#deliveries = new PgDeliveries(context);
+    this.#deliveries = new PgDeliveries(context, (id) => this.#reads.batch(id));
     this.#nodes = new PgNodes(context);
     this.#upkeep = new PgUpkeep(db);
   }

@@ -6,8 +6,8 @@ import type { Preparer } from './prepare.js';
 
 /** The batch row of an insert, in its transaction, counting the jobs it created. */
 export function insertBatch(file: FileState, batch: NewBatch, statuses: readonly JobStatus[], now: number): void {
-  const row = newBatchRow(batch.id, batch.createdAt, statuses, now);
-  file.s.insertBatch.run(row.id, row.total, row.remaining, row.created_at, row.finished_at);
+  const row = newBatchRow(batch, statuses, now);
+  file.s.insertBatch.run(row.id, row.total, row.remaining, row.created_at, row.finished_at, row.callback);
 }
 
 /** A batch with its jobs counted by status (the `jobs_batch` index); null: no such batch. */
@@ -20,9 +20,11 @@ export function getBatch(file: FileState, id: string): Batch | null {
 export function prepareBatchStatements({ prepare }: Preparer) {
   return {
     insertBatch: prepare(
-      'INSERT INTO batches (id, total, remaining, created_at, finished_at, callback) VALUES (?, ?, ?, ?, ?, NULL)',
+      'INSERT INTO batches (id, total, remaining, created_at, finished_at, callback) VALUES (?, ?, ?, ?, ?, ?)',
     ),
-    selectBatch: prepare<BatchRow>('SELECT id, total, remaining, created_at, finished_at FROM batches WHERE id = ?'),
+    selectBatch: prepare<BatchRow>(
+      'SELECT id, total, remaining, created_at, finished_at, callback FROM batches WHERE id = ?',
+    ),
     countBatch: prepare<BatchCountRow>('SELECT status, COUNT(*) AS n FROM jobs WHERE batch = ? GROUP BY status'),
   };
 }

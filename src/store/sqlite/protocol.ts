@@ -161,6 +161,7 @@ export type Op =
 /** A delivery leased by claimDeliveries; `job` is read for a first attempt. */
 export interface DueDeliveryWire extends DeliveryLease {
   job: JobWire | null;
+  batch: Batch | null;
 }
 
 /** Operations that only read: a request of these alone runs without a transaction. */

@@ -294,7 +294,7 @@ export class SqliteStore implements JobStore {
   async claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]> {
     const now = this.#side.clock();
     const wires = await this.#thread.call({ op: 'claimDeliveries', owner, expiresAt: now + leaseMs, now, limit });
-    return wires.map((wire) => dueDelivery(wire, wire.job === null ? null : jobFromWire(wire.job)));
+    return wires.map((wire) => dueDelivery(wire, wire.job === null ? null : jobFromWire(wire.job), wire.batch));
   }
 
   recordDeliveryAttempt(attempt: DeliveryAttempt): Promise<boolean> {

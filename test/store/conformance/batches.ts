@@ -11,6 +11,7 @@ import {
   insertOne,
   newJob,
   nextId,
+  OWNER,
   T0,
 } from '../../support/store-fixtures.js';
 import { changes, type OpenStore } from './context.js';
@@ -29,7 +30,7 @@ export function batchesFacet(openStore: OpenStore): void {
   describe('batches', () => {
     it('counts the jobs a batch created by status and is finished when the last of them is terminal', async () => {
       const { store, clock } = await openStore();
-      const batch = { id: nextId(), createdAt: T0 };
+      const batch = { id: nextId(), createdAt: T0, callback: null };
       const first = newJob();
       const outcomes = await insertBatch(store, [first, newJob({ dependsOn: [first.id] })], batch);
       assert.deepEqual(
@@ -46,6 +47,7 @@ export function batchesFacet(openStore: OpenStore): void {
         counts: { ...ZERO, queued: 1, waiting: 1 },
         createdAt: T0,
         finishedAt: null,
+        callback: null,
       });
 
       clock.set(T0 + 10);
@@ -63,6 +65,7 @@ export function batchesFacet(openStore: OpenStore): void {
         counts: { ...ZERO, completed: 1, failed: 1 },
         createdAt: T0,
         finishedAt: T0 + 20,
+        callback: null,
       });
 
       // A retry opens the batch again; its end closes it again.
@@ -77,7 +80,7 @@ export function batchesFacet(openStore: OpenStore): void {
       const { store } = await openStore();
       const earlier = await insertOne(store, { idempotencyKey: 'k' });
       const live = await insertOne(store, { dedupeKey: 'd' });
-      const batch = { id: nextId(), createdAt: T0 };
+      const batch = { id: nextId(), createdAt: T0, callback: null };
       const fresh = newJob();
       const outcomes = await insertBatch(
         store,
@@ -102,7 +105,7 @@ export function batchesFacet(openStore: OpenStore): void {
       const parent = await insertOne(store);
       changes(await store.cancel(parent.id));
       clock.set(T0 + 5);
-      const replayOnly = { id: nextId(), createdAt: T0 + 5 };
+      const replayOnly = { id: nextId(), createdAt: T0 + 5, callback: null };
       await insertBatch(store, [newJob({ dependsOn: [parent.id] })], replayOnly);
       assert.deepEqual(await store.batch(replayOnly.id), {
         id: replayOnly.id,
@@ -110,13 +113,14 @@ export function batchesFacet(openStore: OpenStore): void {
         counts: { ...ZERO, failed: 1 },
         createdAt: T0 + 5,
         finishedAt: T0 + 5,
+        callback: null,
       });
     });
 
     it('lists the jobs of a batch, and knows no batch it did not make', async () => {
       const { store } = await openStore();
       await insertOne(store);
-      const batch = { id: nextId(), createdAt: T0 };
+      const batch = { id: nextId(), createdAt: T0, callback: null };
       const jobs = [newJob(), newJob(), newJob()];
       await insertBatch(store, jobs, batch);
       const page = await store.list({ batch: batch.id, limit: 2 });
@@ -135,9 +139,74 @@ export function batchesFacet(openStore: OpenStore): void {
       assert.deepEqual((await store.list({ batch: 'not-a-batch', limit: 10 })).jobs, []);
     });
 
+    it('makes one batch.finished delivery with the write that ends its last job, never a second', async () => {
+      const { store, clock } = await openStore();
+      const HOOK = 'https://hooks.example.com/batch';
+      const batch = { id: nextId(), createdAt: T0, callback: { url: HOOK } };
+      await insertBatch(store, [newJob(), newJob({ callback: { url: HOOK, events: ['failed'] } })], batch);
+      assert.deepEqual((await store.batch(batch.id))?.callback, { url: HOOK });
+      const first = await claimOne(store);
+      clock.set(T0 + 10);
+      await finishOne(store, first, completed(1));
+      assert.deepEqual(await store.claimDeliveries(OWNER, 10_000, 10), [], 'one job is left');
+      const second = await claimOne(store);
+      clock.set(T0 + 20);
+      // The last job fails: its own delivery and the batch's are made with that write.
+      await finishOne(store, second, { kind: 'failed', error: handlerError(1), retryAt: null });
+      const due = await store.claimDeliveries(OWNER, 10_000, 10);
+      const ofBatch = due.find((d) => d.event === 'batch.finished');
+      assert.ok(ofBatch, JSON.stringify(due));
+      assert.deepEqual(due.map((d) => d.event).sort(), ['batch.finished', 'failed']);
+      assert.equal(ofBatch.jobId, batch.id);
+      assert.equal(ofBatch.url, HOOK);
+      assert.equal(ofBatch.attempt, 1);
+      assert.equal(ofBatch.job, null);
+      assert.deepEqual(ofBatch.batch, {
+        id: batch.id,
+        total: 2,
+        counts: { ...ZERO, completed: 1, failed: 1 },
+        createdAt: T0,
+        finishedAt: T0 + 20,
+        callback: { url: HOOK },
+      });
+      for (const delivery of due) {
+        assert.equal(
+          await store.recordDeliveryAttempt({
+            id: delivery.id,
+            attempt: delivery.attempt,
+            owner: OWNER,
+            body: '{}',
+            httpStatus: 200,
+            error: null,
+            outcome: 'delivered',
+            retryInMs: 0,
+          }),
+          true,
+        );
+      }
+      // Opened again by a retry and finished again: no second delivery of the batch.
+      changes(await store.retry(second.id));
+      changes(await store.cancel(second.id));
+      assert.equal((await store.batch(batch.id))?.finishedAt, T0 + 20);
+      assert.deepEqual(await store.claimDeliveries(OWNER, 10_000, 10), []);
+      assert.equal(await store.nextDeliveryAt(), null);
+    });
+
+    it('makes the delivery with the insert of a batch with none of its jobs left to run', async () => {
+      const { store } = await openStore();
+      const parent = await insertOne(store);
+      changes(await store.cancel(parent.id));
+      const batch = { id: nextId(), createdAt: T0, callback: { url: 'https://hooks.example.com/b' } };
+      await insertBatch(store, [newJob({ dependsOn: [parent.id] })], batch);
+      const [due, ...more] = await store.claimDeliveries(OWNER, 10_000, 10);
+      assert.equal(more.length, 0);
+      assert.equal(due?.event, 'batch.finished');
+      assert.deepEqual(due?.batch?.counts, { ...ZERO, failed: 1 });
+    });
+
     it('writes no batch when the insert is refused', async () => {
       const { store } = await openStore(1);
-      const batch = { id: nextId(), createdAt: T0 };
+      const batch = { id: nextId(), createdAt: T0, callback: null };
       const jobs = [newJob(), newJob()];
       for (const job of jobs) job.batch = batch.id;
       const result = await store.insert(jobs, batch);

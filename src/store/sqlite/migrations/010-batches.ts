@@ -7,8 +7,20 @@
  * and set `finished_at` when it reaches zero; their WHEN clause keeps jobs without a
  * batch from paying more than a null test. Counts by status are read from the jobs by
  * the `jobs_batch` index. `callback` is the batch's own callback as JSON text, or null.
+ *
+ * A batch with a callback gets one `pending` delivery (`job_id` the batch's id, event
+ * `batch.finished`) in the same transaction as the write that ends its last job, or as
+ * its insert when none of its jobs is left to run; a batch opened again by a retry and
+ * finished again gets no second one.
  */
 const TERMINAL = `('completed', 'failed', 'cancelled')`;
+
+const newDelivery = `
+  INSERT INTO callback_deliveries (id, job_id, event, status, attempts, next_at, created_at)
+  VALUES (
+    lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-'
+      || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+    NEW.id, 'batch.finished', 'pending', 0, NEW.finished_at, NEW.finished_at);`;
 
 export default `
 ALTER TABLE jobs ADD COLUMN batch TEXT;
@@ -32,5 +44,14 @@ CREATE TRIGGER jobs_batch_reopened AFTER UPDATE OF status ON jobs
 WHEN NEW.batch IS NOT NULL AND OLD.status IN ${TERMINAL} AND NEW.status NOT IN ${TERMINAL}
 BEGIN
   UPDATE batches SET remaining = remaining + 1, finished_at = NULL WHERE id = NEW.batch;
+END;
+CREATE TRIGGER batches_finished AFTER UPDATE OF remaining ON batches
+WHEN NEW.remaining = 0 AND OLD.remaining <> 0 AND NEW.callback IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM callback_deliveries WHERE job_id = NEW.id)
+BEGIN${newDelivery}
+END;
+CREATE TRIGGER batches_finished_at_once AFTER INSERT ON batches
+WHEN NEW.remaining = 0 AND NEW.callback IS NOT NULL
+BEGIN${newDelivery}
 END;
 `;
