@@ -13,7 +13,7 @@ import { callbackUrlProblem } from './callbacks/address-guard.js';
 import { createLogger } from './logger.js';
 import { loadTasks, type TaskRegistry } from './workers/registry.js';
 import { openStore } from './store/open-store.js';
-import { renderJob } from './server/render.js';
+import { renderBatch, renderJob } from './server/render.js';
 
 export interface Kiln {
   app: KilnApp;
@@ -107,6 +107,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
           maxAttempts: config.callbackMaxAttempts,
           allowPrivate: config.callbackAllowPrivate,
           render: renderJob,
+          renderBatch,
           userAgent: `kiln/${KILN_VERSION}`,
           onOutcome: (outcome) => running.metrics.callbackDelivery(outcome),
           log,

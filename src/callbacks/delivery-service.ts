@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 // the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
 import type { Backoff, Job } from '../contract/job.js';
+import type { Batch } from '../contract/batch.js';
+import { batchCallbackBody } from '../store/core/batches.js';
 import type { DeliveriesFacet, DeliveryAttempt, DueDelivery, EventsFacet, StoreLifecycle } from '../store/store.js';
 import { FAULT_BACKOFF, FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
 import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
@@ -26,8 +28,10 @@ export interface CallbackDeliveryOptions {
   maxAttempts: number;
   /** KILN_CALLBACK_ALLOW_PRIVATE: connect to any address. */
   allowPrivate: boolean;
-  /** The job as the API renders it: the body of a delivery. */
+  /** The job as the API renders it: the body of a job's delivery. */
   render: (job: Job) => unknown;
+  /** The batch as the API renders it, for the body of a batch's delivery (`{ event, batch }`). */
+  renderBatch: (batch: Batch) => unknown;
   /** The wait before attempt n+1 (default DELIVERY_BACKOFF). */
   backoff?: Backoff;
   /** Attempts in flight at most (default 16). */
@@ -51,7 +55,7 @@ const DEFAULT_POLL_MS = 5000;
 const MIN_WAIT_MS = 5;
 
 /**
- * Delivers callbacks: POSTs each due delivery's job to its URL, signed, and records the
+ * Delivers callbacks: POSTs each due delivery's job (or batch) to its URL, signed, and records the
  * attempt. It runs beside dispatch on the main thread and never on its path: one timer
  * for the next due delivery, woken early by the store's `deliveries` event; at most
  * `concurrency` requests in flight, each a non-blocking fetch with its own timeout.
@@ -242,7 +246,7 @@ export class CallbackDeliveryService {
 
   async #attempt(delivery: DueDelivery): Promise<void> {
     // The job went away with its deliveries: nothing to send (the fence refuses any record).
-    const body = delivery.body ?? (delivery.job === null ? null : JSON.stringify(this.#options.render(delivery.job)));
+    const body = delivery.body ?? this.#firstBody(delivery);
     if (body === null) return;
     const { httpStatus, error } = await this.#post(delivery, body);
     // Cut off by the end of a stop's grace: not the receiver's answer, nothing to record.
@@ -283,6 +287,12 @@ export class CallbackDeliveryService {
     }
   }
 
+  /** The body of a first attempt: the job, or the batch with its event; null when it went away. */
+  #firstBody(delivery: DueDelivery): string | null {
+    if (delivery.batch !== null) return batchCallbackBody(this.#options.renderBatch(delivery.batch));
+    return delivery.job === null ? null : JSON.stringify(this.#options.render(delivery.job));
+  }
+
   /** POSTs the body; answers the receiver's status, or why there was none. */
   async #post(delivery: DueDelivery, body: string): Promise<{ httpStatus: number | null; error: string | null }> {
     const before = urlProblemBeforeLookup(delivery.url, this.#options.allowPrivate);
@@ -296,7 +306,7 @@ export class CallbackDeliveryService {
         headers: {
           'content-type': 'application/json',
           'user-agent': this.#options.userAgent ?? 'kiln',
-          'kiln-event': `job.${delivery.event}`,
+          'kiln-event': delivery.event === 'batch.finished' ? delivery.event : `job.${delivery.event}`,
           'kiln-delivery': delivery.id,
           'kiln-signature': signatureHeader(this.#options.secret, timestamp, body),
         },

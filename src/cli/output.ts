@@ -1,4 +1,4 @@
-import type { Group, Job, JobSummary, Queue, Schedule, Task } from '../client/index.js';
+import type { Batch, Group, Job, JobSummary, Queue, Schedule, Task } from '../client/index.js';
 
 /** How the CLI shows the API's objects to people: aligned tables and `field  value` blocks. */
 
@@ -170,5 +170,35 @@ export function formatSchedule(schedule: Schedule): string {
     ['next run', schedule.nextRunAt],
     ['last run', schedule.lastRunAt],
     ['last job', schedule.lastJobId],
+  ]);
+}
+
+/** How far a batch is: its finished jobs of those still counted, by status. */
+export function batchProgress(batch: Batch): { done: number; counted: number; percent: number } {
+  const counts = batch.counts;
+  const done = counts.completed + counts.failed + counts.cancelled;
+  const counted = Object.values(counts).reduce((sum, n) => sum + n, 0);
+  return { done, counted, percent: counted === 0 ? 100 : (done / counted) * 100 };
+}
+
+/** A batch in one line: how many of its jobs are finished, and its counts that are not zero. */
+export function batchLine(batch: Batch): string {
+  const { done, counted } = batchProgress(batch);
+  const counts = Object.entries(batch.counts)
+    .filter(([, n]) => n > 0)
+    .map(([status, n]) => `${status} ${n}`)
+    .join(', ');
+  return `${done}/${counted} finished${counts === '' ? '' : `  (${counts})`}`;
+}
+
+export function formatBatch(batch: Batch): string {
+  return block([
+    ['id', batch.id],
+    ['total', String(batch.total)],
+    ['progress', batchLine(batch)],
+    ...Object.entries(batch.counts).map(([status, n]): [string, string] => [status, String(n)]),
+    ['created', batch.createdAt],
+    ['finished', batch.finishedAt],
+    ['callback', batch.callback === null ? null : batch.callback.url],
   ]);
 }

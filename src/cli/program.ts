@@ -12,6 +12,9 @@ import {
   type ScheduleRequest,
 } from '../client/index.js';
 import {
+  batchLine,
+  batchProgress,
+  formatBatch,
   formatGroup,
   formatJob,
   formatQueue,
@@ -59,6 +62,20 @@ interface GlobalOptions {
   json?: boolean;
 }
 
+/** How long `kiln batch --wait` holds one long poll before it reads the batch again. */
+const BATCH_WAIT_SECONDS = 5;
+
+/** An unfinished job of the batch, running ones first, then queued, then the rest; null when none is. */
+async function nextToEnd(client: KilnClient, batch: string): Promise<string | null> {
+  const rounds: JobStatus[][] = [['running'], ['queued'], ['retrying', 'waiting', 'scheduled']];
+  for (const status of rounds) {
+    const page = await client.listPage({ batch, status, pageSize: 1 });
+    const job = page.jobs[0];
+    if (job !== undefined) return job.id;
+  }
+  return null;
+}
+
 export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
   const program = new Command('kiln')
     .description('Kiln, a job queue for CPU-bound work: the server and a client of its HTTP API.')
@@ -75,8 +92,8 @@ export function buildProgram(io: CliIo, setExitCode: (code: number) => void): Co
       'after',
       `
 Exit codes:
-  0  done (for submit --wait, wait and watch: the job completed)
-  1  the job failed or was cancelled
+  0  done (for submit --wait, wait and watch: the job completed; for batch --wait: all completed)
+  1  the job (for batch --wait: a job of the batch) failed or was cancelled
   2  the command line is wrong
   3  an HTTP error (its problem detail is printed) or the server cannot be reached
   4  the token may not do this: it lacks the scope (the detail names it)`,
@@ -163,6 +180,44 @@ Exit codes:
     });
 
   program
+    .command('batch')
+    .description(
+      'show a batch: its jobs counted by status; --wait until all are finished (a progress bar on a terminal)',
+    )
+    .argument('<id>')
+    .option('-w, --wait', 'wait until every job of the batch is finished; exit 1 if one failed or was cancelled')
+    .action(async (id: string, options: { wait?: boolean }, command: Command) => {
+      const client = clientOf(command);
+      let batch = await client.batch(id);
+      if (options.wait === true) {
+        const json = globals(command).json === true;
+        const bar = !json && io.stdout.isTTY ? new ProgressBar(io.stdout) : null;
+        let shown = '';
+        try {
+          for (;;) {
+            const line = batchLine(batch);
+            if (line !== shown && !json) {
+              if (bar !== null) bar.drawLine(batchProgress(batch).percent, line);
+              else io.stdout.write(`${new Date().toISOString()}  ${batch.id}  ${line}\n`);
+              shown = line;
+            }
+            if (batch.finishedAt !== null) break;
+            // Long-polls the unfinished job likeliest to end next; the batch is read again when
+            // it ends, or after a few seconds, so the others' ends show meanwhile.
+            const next = await nextToEnd(client, id);
+            if (next !== null) await client.get(next, { wait: BATCH_WAIT_SECONDS });
+            batch = await client.batch(id);
+          }
+        } finally {
+          bar?.end();
+        }
+        const { counts } = batch;
+        setExitCode(counts.failed + counts.cancelled > 0 ? EXIT.jobFailed : EXIT.ok);
+      }
+      print(command, batch, formatBatch(batch));
+    });
+
+  program
     .command('get')
     .description('show a job: status, progress, result or error')
     .argument('<id>')
@@ -203,6 +258,7 @@ Exit codes:
     .option('--type <type>', 'only jobs of this task')
     .option('--group <group>', 'only jobs of this group')
     .option('--schedule <name>', 'only jobs made by this schedule')
+    .option('--batch <id>', 'only jobs created in this batch')
     .option('-n, --limit <n>', 'show at most this many jobs', integer(1), 50)
     .action(async (options: ListOptions, command: Command) => {
       const jobs: JobSummary[] = [];
@@ -212,6 +268,7 @@ Exit codes:
         type: options.type,
         group: options.group,
         schedule: options.schedule,
+        batch: options.batch,
         pageSize: Math.min(500, options.limit),
       };
       for await (const job of clientOf(command).list(filter)) {
@@ -435,6 +492,7 @@ interface ListOptions {
   type?: string;
   group?: string;
   schedule?: string;
+  batch?: string;
   limit: number;
 }
 

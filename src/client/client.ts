@@ -1,6 +1,7 @@
 import { KilnError } from './errors.js';
 import { readServerSentEvents } from './sse.js';
 import type {
+  Batch,
   BatchItem,
   CallbackDelivery,
   Health,
@@ -18,6 +19,7 @@ import type {
   ScheduleRequest,
   Scope,
   Stats,
+  SubmittedBatch,
   Task,
   TokenInfo,
 } from './types.js';
@@ -132,15 +134,24 @@ export class KilnClient {
     return this.#json<Job>({ method: 'POST', path: '/v1/jobs', body: request, headers, ...signalOf(options) });
   }
 
-  /** POST /v1/jobs/batch: all or nothing; the jobs in request order. */
-  async submitBatch(items: BatchItem[], options: CallOptions = {}): Promise<Job[]> {
-    const answer = await this.#json<{ jobs: Job[] }>({
+  /** POST /v1/jobs/batch: all or nothing; the batch's id and the jobs in request order. */
+  async submitBatch(items: BatchItem[], options: CallOptions = {}): Promise<SubmittedBatch> {
+    return this.#json<SubmittedBatch>({
       method: 'POST',
       path: '/v1/jobs/batch',
       body: { jobs: items },
       ...signalOf(options),
     });
-    return answer.jobs;
+  }
+
+  /** GET /v1/batches/{id}: the batch's jobs counted by status, and whether all are finished. */
+  async batch(id: string, options: CallOptions = {}): Promise<Batch> {
+    return this.#json<Batch>({ path: batchPath(id), ...signalOf(options) });
+  }
+
+  /** DELETE /v1/batches/{id}: cancels every unfinished job of the batch; answers the batch. */
+  async cancelBatch(id: string, options: CallOptions = {}): Promise<Batch> {
+    return this.#json<Batch>({ method: 'DELETE', path: batchPath(id), ...signalOf(options) });
   }
 
   /** GET /v1/jobs/{id}; with `wait` (seconds, 0–60) the server holds the answer until the job is finished. */
@@ -190,6 +201,7 @@ export class KilnClient {
         type: filter.type,
         group: filter.group,
         schedule: filter.schedule,
+        batch: filter.batch,
         limit: filter.pageSize,
         cursor: filter.cursor,
       },
@@ -454,6 +466,7 @@ function queryString(query: RequestSpec['query']): string {
 }
 
 const jobPath = (id: string) => `/v1/jobs/${encodeURIComponent(id)}`;
+const batchPath = (id: string) => `/v1/batches/${encodeURIComponent(id)}`;
 const taskLimitsPath = (name: string) => `/v1/tasks/${encodeURIComponent(name)}/limits`;
 const groupLimitsPath = (group: string) => `/v1/groups/${encodeURIComponent(group)}/limits`;
 const schedulePath = (name: string) => `/v1/schedules/${encodeURIComponent(name)}`;

@@ -4,6 +4,7 @@ export type { CallOptions, EventsOptions, KilnClientOptions, RetryOptions, WaitO
 export { KilnError } from './errors.js';
 export type { ProblemIssue } from './errors.js';
 export type {
+  Batch,
   BatchItem,
   CallbackDelivery,
   Group,
@@ -24,6 +25,7 @@ export type {
   Stats,
   StatsBucket,
   StatsFigures,
+  SubmittedBatch,
   Task,
   TokenInfo,
 } from './types.js';

@@ -11,6 +11,8 @@ import type {
   problemSchema,
   queueSchema,
   batchItemSchema,
+  batchSchema,
+  jobBatchResponseSchema,
   scheduleRequestSchema,
   scheduleSchema,
   statsSchema,
@@ -33,6 +35,10 @@ export type BatchItem = z.input<typeof batchItemSchema>;
 export type Job = z.output<typeof jobSchema>;
 export type JobSummary = z.output<typeof jobSummarySchema>;
 export type JobPage = z.output<typeof jobListSchema>;
+/** POST /v1/jobs/batch: the batch's id and the jobs in request order. */
+export type SubmittedBatch = z.output<typeof jobBatchResponseSchema>;
+/** GET /v1/batches/{id}. */
+export type Batch = z.output<typeof batchSchema>;
 
 export type Problem = z.output<typeof problemSchema>;
 export type Queue = z.output<typeof queueSchema>;
@@ -50,6 +56,8 @@ export interface ListFilter {
   type?: string;
   group?: string;
   schedule?: string;
+  /** Jobs created in the batch of this id. */
+  batch?: string;
   /** Jobs per page (1–500, the server's default 50). */
   pageSize?: number;
   /** Start after this cursor (a page's `nextCursor`). */

@@ -110,6 +110,8 @@ export interface Job {
   readyAt: number | null;
   /** The name of the schedule that created the job, else null. */
   schedule: string | null;
+  /** The batch the job was created in (POST /v1/jobs/batch), else null. */
+  batch: string | null;
 }
 
 /** What a list page holds: the job without its payload and result. */
@@ -143,6 +145,8 @@ export interface NewJob {
   schedule?: string | null;
   /** Where to POST the job when it reaches one of the callback's events; absent or null: none. */
   callback?: Callback | null;
+  /** The batch the job is created in; absent or null: none. */
+  batch?: string | null;
 }
 
 /** A completed dependency, as a dependent's handler sees it in `ctx.parents`. */

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { CALLBACK_EVENTS, JITTER_MODES, JOB_ERROR_CODES, JOB_STATUSES, MAX_PRIORITY, MIN_PRIORITY } from './job.js';
 import { CATCH_UP_RULES, OVERLAP_RULES } from './schedule.js';
 import { SCOPES } from './scopes.js';
+import { BATCH_CALLBACK_EVENTS } from './batch.js';
 import { PROBLEM_CODES, type ProblemCode } from './problem-codes.js';
 import { STATS_BUCKET_MS, STATS_MAX_WINDOW_SECONDS, STATS_MIN_WINDOW_SECONDS } from './stats.js';
 import { isTimeZone, Timetable } from './cron.js';
@@ -114,8 +115,28 @@ export const batchItemSchema = z
   .strict();
 export type BatchItem = z.infer<typeof batchItemSchema>;
 
+const batchCallbackSchema = z
+  .object({
+    url: callbackSchema.shape.url,
+    events: z
+      .array(z.enum(BATCH_CALLBACK_EVENTS))
+      .min(1)
+      .max(BATCH_CALLBACK_EVENTS.length)
+      .refine((events) => new Set(events).size === events.length, { message: 'lists an event twice' })
+      .optional()
+      .describe('Default and only value: ["batch.finished"].'),
+  })
+  .strict();
+
 export const batchRequestSchema = z
-  .object({ jobs: z.array(batchItemSchema).min(1).max(1000) })
+  .object({
+    jobs: z.array(batchItemSchema).min(1).max(1000),
+    callback: batchCallbackSchema
+      .optional()
+      .describe(
+        'A signed POST of `{ "event": "batch.finished", "batch": <batch> }` to `url` once every job the request created is terminal, exactly once (needs KILN_CALLBACK_SECRET).',
+      ),
+  })
   .strict()
   .meta({
     examples: [
@@ -158,12 +179,15 @@ export const listQuerySchema = z
     type: z.string().min(1).max(100).optional(),
     group: groupSchema.optional(),
     schedule: z.string().min(1).max(128).optional().describe('Jobs made by the schedule of this name.'),
+    batch: jobIdSchema.optional().describe('Jobs created in the batch of this id.'),
     limit: z.coerce.number().int().min(1).max(500).default(50),
     cursor: z.string().min(1).max(200).optional(),
   })
   .strict();
 
 // ── responses (documentation; the serializer writes plain JSON) ─────────────
+
+type StatusCounts = Record<(typeof JOB_STATUSES)[number], z.ZodInt>;
 
 const jobErrorSchema = z.object({ code: z.enum(JOB_ERROR_CODES), message: z.string(), attempt: z.int() });
 const progressSchema = z.object({ percent: z.number(), message: z.string().nullable() });
@@ -200,6 +224,7 @@ export const jobSchema = z
     group: z.string().nullable(),
     schedule: z.string().nullable().describe('The name of the schedule that created the job, else null.'),
     callback: z.object({ url: z.string(), events: z.array(z.enum(CALLBACK_EVENTS)).optional() }).nullable(),
+    batch: z.string().nullable().describe('The batch the job was created in (POST /v1/jobs/batch), else null.'),
     runAt: isoTime.nullable(),
     createdAt: isoTime,
     startedAt: isoTime.nullable(),
@@ -210,7 +235,28 @@ export const jobSchema = z
 export const jobSummarySchema = jobSchema.omit({ payload: true, result: true }).meta({ id: 'JobSummary' });
 
 export const jobListSchema = z.object({ jobs: z.array(jobSummarySchema), nextCursor: z.string().nullable() });
-export const jobBatchResponseSchema = z.object({ jobs: z.array(jobSchema) });
+export const jobBatchResponseSchema = z.object({
+  batch: z.string().describe('The batch of the jobs this request created: GET /v1/batches/{id}.'),
+  jobs: z.array(jobSchema),
+});
+
+export const batchParamsSchema = z.object({ id: jobIdSchema.describe('A batch id.') }).strict();
+
+export const batchSchema = z
+  .object({
+    id: z.string(),
+    total: z.int().describe('The jobs the request created (items answered by an existing job are not counted).'),
+    counts: z
+      .object(Object.fromEntries(JOB_STATUSES.map((status) => [status, z.int()])) as StatusCounts)
+      .describe("The batch's jobs by status, every status listed; a removed job is no longer counted."),
+    createdAt: isoTime,
+    finishedAt: isoTime.nullable().describe('When the last of its jobs became terminal; null while one is not.'),
+    callback: z
+      .object({ url: z.string(), events: z.array(z.enum(BATCH_CALLBACK_EVENTS)).optional() })
+      .nullable()
+      .describe('The callback of the request as it was given, else null.'),
+  })
+  .meta({ id: 'Batch' });
 
 export const deliveriesSchema = z.object({
   deliveries: z.array(
@@ -238,8 +284,6 @@ export const problemSchema = z
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   })
   .meta({ id: 'Problem' });
-
-type StatusCounts = Record<(typeof JOB_STATUSES)[number], z.ZodInt>;
 
 export const queueSchema = z.object({
   capacity: z.int(),

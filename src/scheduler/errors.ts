@@ -46,6 +46,10 @@ export function notFound(id: string): KilnError {
   return new KilnError('not_found', `no job has the id ${JSON.stringify(id)}`);
 }
 
+export function noSuchBatch(id: string): KilnError {
+  return new KilnError('not_found', `no batch has the id ${JSON.stringify(id)}`);
+}
+
 export function noSuchTask(name: string): KilnError {
   return new KilnError('not_found', `no task is registered as ${JSON.stringify(name)}`);
 }

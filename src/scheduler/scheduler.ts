@@ -1,7 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import type { ChannelMessage } from '../workers/protocol.js';
 import type { DeliveryRecord } from '../contract/delivery.js';
-import type { Job, JobStatus } from '../contract/job.js';
+import { isTerminal, type Job, JOB_STATUSES, type JobStatus } from '../contract/job.js';
+import type { Batch, BatchCallback } from '../contract/batch.js';
 import type { LimitOverride, TaskLimits } from '../contract/limits.js';
 import { type GroupInfo, GroupLimits } from './group-limits.js';
 import type { MicroBatchOptions } from './dispatch/micro-batch.js';
@@ -349,6 +350,42 @@ export class Scheduler {
    */
   submit(items: SubmitItem[], options: { batch: boolean }): Promise<Submitted[]> {
     return this.#submission.submit(items, options);
+  }
+
+  /** A batch request (POST /v1/jobs/batch): its jobs in a new batch, all or nothing. */
+  submitBatch(
+    items: SubmitItem[],
+    callback: BatchCallback | null = null,
+  ): Promise<{ batch: string; submitted: Submitted[] }> {
+    return this.#submission.submitBatch(items, callback);
+  }
+
+  /** A batch with its jobs counted by status; null: no such batch. */
+  batch(id: string): Promise<Batch | null> {
+    return this.#store.batch(id).catch(unavailable);
+  }
+
+  /**
+   * Cancel every unfinished job of a batch, each as `cancel` does (its dependents fail,
+   * its attempt stops); a job that finished meanwhile is left as it is. Answers the batch
+   * after, or null when there is no such batch.
+   */
+  async cancelBatch(id: string): Promise<Batch | null> {
+    if ((await this.batch(id)) === null) return null;
+    const unfinished = JOB_STATUSES.filter((status) => !isTerminal(status));
+    for (;;) {
+      // Each round cancels what it read, so the next reads from the start again.
+      const page = await this.list({ batch: id, statuses: [...unfinished], limit: 500 });
+      if (page.jobs.length === 0) break;
+      let changed = 0;
+      for (const job of page.jobs) {
+        const changes = await this.#store.cancel(job.id).catch(unavailable);
+        if (changes !== null && !isInvalidState(changes)) changed++;
+      }
+      // Jobs that stay unfinished after a cancel (a race lost every time) end the loop.
+      if (changed === 0) break;
+    }
+    return this.batch(id);
   }
 
   // ── reads and actions ─────────────────────────────────────────────────────

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Backoff, Callback, Job, NewJob } from '../contract/job.js';
+import type { BatchCallback, NewBatch } from '../contract/batch.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import type { InsertOutcome, InsertResult, JobStore } from '../store/store.js';
 import type { KilnMetrics } from './statistics/metrics.js';
@@ -83,8 +84,47 @@ export class Submission {
   async submit(items: SubmitItem[], options: { batch: boolean }): Promise<Submitted[]> {
     this.refuseWhileDraining();
     const newJobs = await this.prepare(items, options);
-    const inserted = await this.#options.store.insert(newJobs).catch(unavailable);
-    if (!inserted.ok) throw this.refusal(inserted, newJobs.length, options.batch);
+    return this.#insert(newJobs, options.batch);
+  }
+
+  /**
+   * A batch request: its jobs as `submit` makes them, in a new batch whose row the store
+   * writes with them. Items answered by an existing job keep that job's batch.
+   */
+  async submitBatch(
+    items: SubmitItem[],
+    callback: BatchCallback | null = null,
+  ): Promise<{ batch: string; submitted: Submitted[] }> {
+    this.refuseWhileDraining();
+    const urlProblem = callback === null ? null : this.#batchCallbackProblem(callback.url);
+    const newJobs = await this.prepare(items, { batch: true });
+    const problem = await urlProblem;
+    if (problem !== null) throw validationError([{ path: 'callback.url', message: problem }]);
+    const createdAt = newJobs[0]?.createdAt ?? this.#options.store.now();
+    const batch: NewBatch = { id: newJobId(createdAt), createdAt, callback };
+    for (const job of newJobs) job.batch = batch.id;
+    return { batch: batch.id, submitted: await this.#insert(newJobs, true, batch) };
+  }
+
+  /** Why a batch's callback URL is refused, or null; refused whole when callbacks are disabled. */
+  #batchCallbackProblem(url: string): Promise<string | null> {
+    const callbacks = this.#options.callbacks;
+    if (callbacks === undefined) {
+      const issue = {
+        path: 'callback',
+        message: 'callbacks are disabled on this server (KILN_CALLBACK_SECRET is not set)',
+      };
+      throw new KilnError('callbacks_disabled', `${issue.path}: ${issue.message}`, { issues: [issue] });
+    }
+    // Awaited after the items are checked: a refusal of an item must not leave it unheard.
+    const problem = callbacks.urlProblem(url);
+    problem.catch(() => undefined);
+    return problem;
+  }
+
+  async #insert(newJobs: NewJob[], isBatch: boolean, batch?: NewBatch): Promise<Submitted[]> {
+    const inserted = await this.#options.store.insert(newJobs, batch).catch(unavailable);
+    if (!inserted.ok) throw this.refusal(inserted, newJobs.length, isBatch);
     this.admitted(inserted.outcomes);
     return inserted.outcomes;
   }

@@ -19,6 +19,7 @@ import {
   sendProblem,
 } from './problems.js';
 import { observeAnswer } from './request-log.js';
+import { registerBatchRoutes } from './routes/batches.js';
 import { registerGroupRoutes } from './routes/groups.js';
 import { registerJobRoutes } from './routes/jobs.js';
 import { registerQueueRoutes } from './routes/queue.js';
@@ -135,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<KilnApp> {
 
   const typed = app.withTypeProvider<ZodTypeProvider>();
   registerJobRoutes(typed, options.scheduler);
+  registerBatchRoutes(typed, options.scheduler);
   registerQueueRoutes(typed, options.scheduler);
   registerGroupRoutes(typed, options.scheduler);
   registerScheduleRoutes(typed, options.scheduler);

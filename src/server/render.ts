@@ -2,12 +2,20 @@ import type { z } from 'zod';
 import type { Job, JobSummary } from '../contract/job.js';
 import type { DeliveryRecord } from '../contract/delivery.js';
 import type { Schedule } from '../contract/schedule.js';
-import type { deliveriesSchema, jobSchema, jobSummarySchema, scheduleSchema } from '../contract/schemas.js';
+import type {
+  batchSchema,
+  deliveriesSchema,
+  jobSchema,
+  jobSummarySchema,
+  scheduleSchema,
+} from '../contract/schemas.js';
+import type { Batch } from '../contract/batch.js';
 
 export type ApiJob = z.output<typeof jobSchema>;
 export type ApiJobSummary = z.output<typeof jobSummarySchema>;
 export type ApiSchedule = z.output<typeof scheduleSchema>;
 export type ApiDelivery = z.output<typeof deliveriesSchema>['deliveries'][number];
+export type ApiBatch = z.output<typeof batchSchema>;
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
@@ -46,10 +54,23 @@ function renderRest(job: JobSummary) {
     group: job.group,
     schedule: job.schedule,
     callback: job.callback,
+    batch: job.batch,
     runAt: iso(job.runAt),
     createdAt: new Date(job.createdAt).toISOString(),
     startedAt: iso(job.startedAt),
     finishedAt: iso(job.finishedAt),
+  };
+}
+
+/** A batch as API.md shows it. */
+export function renderBatch(batch: Batch): ApiBatch {
+  return {
+    id: batch.id,
+    total: batch.total,
+    counts: batch.counts,
+    createdAt: new Date(batch.createdAt).toISOString(),
+    finishedAt: iso(batch.finishedAt),
+    callback: batch.callback,
   };
 }
 

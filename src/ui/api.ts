@@ -10,6 +10,7 @@
  */
 import { JOB_STATUSES, KilnClient, KilnError, TERMINAL_STATUSES } from 'kiln/client';
 import type {
+  Batch,
   CallbackDelivery,
   Group,
   Job,
@@ -25,7 +26,19 @@ import type {
   Task,
 } from 'kiln/client';
 
-export type { CallbackDelivery, Group, Job, JobPage, JobStatus, JobSummary, Schedule, Stats, StatsFigures, Task };
+export type {
+  Batch,
+  CallbackDelivery,
+  Group,
+  Job,
+  JobPage,
+  JobStatus,
+  JobSummary,
+  Schedule,
+  Stats,
+  StatsFigures,
+  Task,
+};
 export { JOB_STATUSES, KilnError, TERMINAL_STATUSES };
 export type QueueInfo = Queue;
 export type NodeInfo = KilnNode;
@@ -38,6 +51,7 @@ export interface JobFilter {
   type?: string;
   group?: string;
   schedule?: string;
+  batch?: string;
   limit?: number;
   cursor?: string;
 }
@@ -105,6 +119,7 @@ export const api = {
         type: filter.type,
         group: filter.group,
         schedule: filter.schedule,
+        batch: filter.batch,
         pageSize: filter.limit,
         cursor: filter.cursor,
       }),
@@ -114,6 +129,8 @@ export const api = {
   retry: (id: string) => call((kiln) => kiln.retry(id)),
   remove: (id: string) => call((kiln) => kiln.remove(id)),
   callbacks: (id: string) => call((kiln) => kiln.callbacks(id)),
+  batch: (id: string) => call((kiln) => kiln.batch(id)),
+  cancelBatch: (id: string) => call((kiln) => kiln.cancelBatch(id)),
   tasks: () => call((kiln) => kiln.tasks()),
   setLimits: (task: string, limits: LimitsOverride) => call((kiln) => kiln.setTaskLimits(task, limits)),
   resetLimits: (task: string) => call((kiln) => kiln.clearTaskLimits(task)),
@@ -135,6 +152,7 @@ const OPERATIONS = {
   cancel: 'POST /v1/jobs/{id}/cancel',
   retry: 'POST /v1/jobs/{id}/retry',
   remove: 'DELETE /v1/jobs/{id}',
+  cancelBatch: 'DELETE /v1/batches/{id}',
   pause: 'POST /v1/queue/pause',
   resume: 'POST /v1/queue/resume',
   setLimits: 'PUT /v1/tasks/{name}/limits',

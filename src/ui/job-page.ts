@@ -144,6 +144,14 @@ export function JobPage({ id }: { id: string }) {
           </div>
           ${filterRow('Group', 'job-group', 'group', job.group)}
           ${filterRow('Schedule', 'job-schedule', 'schedule', job.schedule)}
+          ${
+            job.batch == null
+              ? null
+              : html`<div>
+                  <dt>Batch</dt>
+                  <dd data-testid="job-batch"><a class="mono" href=${`#/batches/${job.batch}`}>${job.batch}</a></dd>
+                </div>`
+          }
           <div>
             <dt>Created</dt>
             <dd>${time(job.createdAt)}</dd>

@@ -14,6 +14,8 @@ function filterOf(query: URLSearchParams): JobFilter {
     const value = query.get(field);
     if (value !== null && value !== '') filter[field] = value;
   }
+  const batch = query.get('batch');
+  if (batch !== null && batch !== '') filter.batch = batch;
   return filter;
 }
 
@@ -69,6 +71,8 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
   const apply = (event: Event) => {
     event.preventDefault();
     const next = new URLSearchParams();
+    // The batch a list was opened for (from a batch's page) stays in the filter.
+    if (filter.batch !== undefined) next.set('batch', filter.batch);
     const statuses = JOB_STATUSES.filter((status) => form.status.includes(status));
     if (statuses.length > 0) next.set('status', statuses.join(','));
     for (const field of TEXT_FILTERS) {
@@ -79,6 +83,13 @@ export function JobsPage({ query }: { query: URLSearchParams }) {
   };
 
   return html`<h1>Jobs</h1>
+    ${
+      filter.batch === undefined
+        ? null
+        : html`<p data-testid="batch-filter">
+            Of batch <a class="mono" href=${`#/batches/${encodeURIComponent(filter.batch)}`}>${filter.batch}</a>
+          </p>`
+    }
     <form class="card filters" onSubmit=${apply} data-testid="job-filters">
       <fieldset class="statuses">
         <legend>Status</legend>

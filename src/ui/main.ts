@@ -10,6 +10,7 @@ import {
   saveToken,
   storedToken,
 } from './api.js';
+import { BatchPage } from './batch-page.js';
 import { JobPage } from './job-page.js';
 import { JobsPage } from './jobs-page.js';
 import { NodesPage } from './nodes-page.js';
@@ -44,7 +45,7 @@ function useRoute(): Route {
 
 const NAV = [
   { href: '#/', label: 'Overview', match: (path: string) => path === '/' },
-  { href: '#/jobs', label: 'Jobs', match: (path: string) => path.startsWith('/jobs') },
+  { href: '#/jobs', label: 'Jobs', match: (path: string) => path.startsWith('/jobs') || path.startsWith('/batches') },
   { href: '#/tasks', label: 'Tasks', match: (path: string) => path === '/tasks' },
   { href: '#/groups', label: 'Groups', match: (path: string) => path === '/groups' },
   { href: '#/schedules', label: 'Schedules', match: (path: string) => path === '/schedules' },
@@ -56,6 +57,7 @@ function Page({ route }: { route: Route }) {
   if (path === '/') return html`<${OverviewPage} />`;
   if (path === '/jobs') return html`<${JobsPage} query=${query} />`;
   if (path.startsWith('/jobs/')) return html`<${JobPage} id=${decodeURIComponent(path.slice(6))} />`;
+  if (path.startsWith('/batches/')) return html`<${BatchPage} id=${decodeURIComponent(path.slice(9))} />`;
   if (path === '/tasks') return html`<${TasksPage} />`;
   if (path === '/groups') return html`<${GroupsPage} />`;
   if (path === '/schedules') return html`<${SchedulesPage} />`;

@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import { CallbackDeliveryService } from '../../src/callbacks/delivery-service.js';
 import { newJobId } from '../../src/jobs/ids.js';
 import type { Callback, Job } from '../../src/contract/job.js';
-import { renderJob } from '../../src/server/render.js';
+import { renderBatch, renderJob } from '../../src/server/render.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { DeliveryAttempt, JobStore } from '../../src/store/store.js';
@@ -41,6 +41,7 @@ function service(store: JobStore, overrides: Partial<ConstructorParameters<typeo
     maxAttempts: 1,
     allowPrivate: false,
     render: renderJob,
+    renderBatch,
     backoff: SHORT_BACKOFF,
     ...overrides,
   });

@@ -87,16 +87,27 @@ describe('the typed client against a real server', () => {
     assert.equal(first.idempotencyKey, 'client-key-1');
   });
 
-  it('submits a batch with refs and answers the jobs in request order', async () => {
-    const jobs = await client.submitBatch([
+  it('submits a batch with refs and answers the batch and the jobs in request order', async () => {
+    const { batch, jobs } = await client.submitBatch([
       { ref: 'a', type: 'test.sum', payload: { value: 1 } },
       { ref: 'b', type: 'test.sum', payload: { value: 2 }, dependsOn: ['ref:a'] },
     ]);
     assert.equal(jobs.length, 2);
+    assert.deepEqual(
+      jobs.map((job) => job.batch),
+      [batch, batch],
+    );
     assert.deepEqual(jobs[1]?.dependsOn, [jobs[0]?.id]);
     const last = await client.wait(jobs[1]!.id);
     assert.equal(last.status, 'completed');
     assert.deepEqual(last.result, { total: 3, parents: [jobs[0]?.id] });
+    const done = await client.batch(batch);
+    assert.equal(done.total, 2);
+    assert.equal(done.counts.completed, 2);
+    assert.notEqual(done.finishedAt, null);
+    const listed = await client.listPage({ batch });
+    assert.deepEqual(listed.jobs.map((job) => job.id).sort(), jobs.map((job) => job.id).sort());
+    assert.equal((await client.cancelBatch(batch)).counts.completed, 2);
   });
 
   it('events() yields the job at every change and ends by itself after the terminal event', async () => {

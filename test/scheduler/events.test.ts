@@ -29,6 +29,7 @@ function job(id: string, status: Job['status'], attempts = 0, progress: Job['pro
     group: null,
     schedule: null,
     callback: null,
+    batch: null,
   };
 }
 

@@ -280,6 +280,12 @@ describe('real answers against the OpenAPI document', () => {
     });
     assert.equal(batch.status, 201);
     assert.equal((await send('POST', '/v1/jobs/batch', '/v1/jobs/batch', { jobs: [] })).status, 400);
+    const batchPath = `/v1/batches/${batch.body.batch}`;
+    assert.equal((await send('GET', batchPath, '/v1/batches/{id}')).status, 200);
+    assert.equal((await send('GET', '/v1/batches/no-such-batch', '/v1/batches/{id}')).status, 404);
+    assert.equal((await send('GET', `/v1/jobs?batch=${batch.body.batch}`, '/v1/jobs')).status, 200);
+    assert.equal((await send('DELETE', batchPath, '/v1/batches/{id}')).status, 200);
+    assert.equal((await send('DELETE', '/v1/batches/no-such-batch', '/v1/batches/{id}')).status, 404);
 
     assert.equal((await send('POST', `/v1/jobs/${id}/cancel`, '/v1/jobs/{id}/cancel')).status, 409);
     assert.equal((await send('POST', '/v1/jobs/no-such-job/cancel', '/v1/jobs/{id}/cancel')).status, 404);

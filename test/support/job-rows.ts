@@ -32,6 +32,7 @@ export function jobRow(id: string, fields: Partial<JobRow> = {}): JobRow {
     group_key: null,
     schedule: null,
     callback: null,
+    batch: null,
     ...fields,
   };
 }

@@ -96,7 +96,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
     {
       config: { scope: 'submit' },
       schema: {
-        summary: 'Submit up to 1000 jobs at once, all or nothing',
+        summary: 'Submit up to 1000 jobs at once, all or nothing, as a batch',
         tags: ['jobs'],
         body: batchRequestSchema,
         response: { 201: jobBatchResponseSchema, ...problemResponses(400, 401, 409, 413, 415, 429, 503) },
@@ -104,8 +104,8 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
     },
     async (request, reply) => {
       const items = request.body.jobs.map((job, index) => toSubmitItem(job, job.idempotencyKey, `jobs.${index}.`));
-      const submitted = await scheduler.submit(items, { batch: true });
-      return reply.code(201).send({ jobs: submitted.map((s) => renderJob(s.job)) });
+      const { batch, submitted } = await scheduler.submitBatch(items, request.body.callback ?? null);
+      return reply.code(201).send({ batch, jobs: submitted.map((s) => renderJob(s.job)) });
     },
   );
 
@@ -121,13 +121,14 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
       },
     },
     async (request) => {
-      const { status, type, group, schedule, limit, cursor } = request.query;
+      const { status, type, group, schedule, batch, limit, cursor } = request.query;
       const page = await scheduler.list({
         limit,
         ...(status === undefined ? {} : { statuses: status }),
         ...(type === undefined ? {} : { type }),
         ...(group === undefined ? {} : { group }),
         ...(schedule === undefined ? {} : { schedule }),
+        ...(batch === undefined ? {} : { batch }),
         ...(cursor === undefined ? {} : { cursor }),
       });
       return { jobs: page.jobs.map(renderSummary), nextCursor: page.nextCursor };

@@ -211,5 +211,6 @@ export function createdJob(source: NewJob, state: DecidedState): Job {
     finishedAt: state.finishedAt,
     readyAt: state.readyAt,
     schedule: source.schedule ?? null,
+    batch: source.batch ?? null,
   };
 }

@@ -1,6 +1,5 @@
 import type {
   Callback,
-  CallbackEvent,
   Jitter,
   Job,
   JobError,
@@ -11,6 +10,7 @@ import type {
 } from '../../contract/job.js';
 import type { ClaimedJob, DueDelivery, ExpiredAttempt } from '../store.js';
 import type { Schedule } from '../../contract/schedule.js';
+import type { Batch } from '../../contract/batch.js';
 
 /**
  * Rows as both stores read them (each store's statements name their columns alike) and
@@ -68,6 +68,7 @@ export interface JobRow {
   schedule: string | null;
   /** The callback as JSON text, or null. */
   callback: string | null;
+  batch: string | null;
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
@@ -140,6 +141,7 @@ export function toSummary(row: SummaryRow): JobSummary {
     finishedAt: row.finished_at,
     readyAt: row.ready_at,
     schedule: row.schedule,
+    batch: row.batch,
   };
 }
 
@@ -194,17 +196,18 @@ export function toSchedule(row: ScheduleRow): Schedule {
 }
 
 /** A leased delivery as the delivery service takes it; the url comes from the job's callback. */
-export function dueDelivery(wire: DeliveryLease, job: Job | null): DueDelivery {
+export function dueDelivery(wire: DeliveryLease, job: Job | null, batch: Batch | null = null): DueDelivery {
   const callback = wire.callbackText === null ? null : (JSON.parse(wire.callbackText) as Callback);
   return {
     id: wire.id,
     jobId: wire.jobId,
-    event: wire.event as CallbackEvent,
+    event: wire.event as DueDelivery['event'],
     attempt: wire.attempt,
     // A callback is never taken off a job; an empty url fails its attempt as not http(s).
     url: callback?.url ?? '',
     body: wire.body,
     job,
+    batch,
   };
 }
 
@@ -251,6 +254,7 @@ export function copyOf(job: JobSummary, payloadText: string, parents: ParentResu
     finishedAt: job.finishedAt,
     readyAt: job.readyAt,
     schedule: job.schedule,
+    batch: job.batch,
     payloadText,
     resultText: null,
     parents,

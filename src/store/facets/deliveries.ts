@@ -1,11 +1,14 @@
 import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { CallbackEvent, Job } from '../../contract/job.js';
+import type { Batch, BatchCallbackEvent } from '../../contract/batch.js';
 
 /**
  * Callback deliveries (API.md "Callbacks"). A job with a callback that reaches one of
  * its events gets a `pending` delivery in the same write that makes it terminal,
  * whatever makes it so (finish, cancel, a failed dependency, an insert that fails at
- * once); the delivery goes when the job's record goes. Announced by a `deliveries` event.
+ * once); the delivery goes when the job's record goes. A batch with a callback gets one
+ * `batch.finished` delivery in the same write that makes its last job terminal (or in
+ * its insert, when none is left to run), never a second. Announced by a `deliveries` event.
  */
 export interface DeliveriesFacet {
   /**
@@ -32,15 +35,18 @@ export interface DeliveriesFacet {
 export interface DueDelivery {
   /** The Kiln-Delivery id, the same for every attempt. */
   id: string;
+  /** The job's id, or for `batch.finished` the batch's. */
   jobId: string;
-  event: CallbackEvent;
+  event: CallbackEvent | BatchCallbackEvent;
   /** The attempt to make now, 1-based. */
   attempt: number;
   url: string;
   /** The body an earlier attempt sent (retries send the same); null for a first attempt. */
   body: string | null;
-  /** For a first attempt, the job as it is now; else null. */
+  /** For a first attempt of a job's delivery, the job as it is now; else null. */
   job: Job | null;
+  /** For a first attempt of a batch's delivery, the batch as it is now; else null. */
+  batch: Batch | null;
 }
 
 export interface DeliveryAttempt {

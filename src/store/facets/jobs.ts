@@ -1,5 +1,6 @@
 import type { Job, JobStatus, JobSummary, NewJob } from '../../contract/job.js';
 import type { QueueCounts } from '../../contract/queue.js';
+import type { Batch, NewBatch } from '../../contract/batch.js';
 
 /** Jobs as records: made, read, listed, counted, cancelled, retried, removed and purged. */
 export interface JobsFacet {
@@ -10,9 +11,13 @@ export interface JobsFacet {
    * status: `failed` (dependency_failed) if a dependency is failed or cancelled,
    * `waiting` if a dependency is not completed, `scheduled` if `runAt` is in the
    * future, else `queued`. A dependency may name an earlier job of the same batch.
-   * Resolves only once the jobs are durable.
+   * Resolves only once the jobs are durable. With `batch`, its row is written in the
+   * same transaction, counting the jobs created (not the replays); the jobs carry its id.
    */
-  insert(jobs: NewJob[]): Promise<InsertResult>;
+  insert(jobs: NewJob[], batch?: NewBatch): Promise<InsertResult>;
+
+  /** A batch with its jobs counted by status; null: no such batch. */
+  batch(id: string): Promise<Batch | null>;
 
   get(id: string): Promise<Job | null>;
 
@@ -82,6 +87,8 @@ export interface ListFilter {
   group?: string;
   /** Jobs made by the schedule of this name. */
   schedule?: string;
+  /** Jobs created in the batch of this id. */
+  batch?: string;
   limit: number;
   /** Opaque, from a previous page's `nextCursor`. */
   cursor?: string;

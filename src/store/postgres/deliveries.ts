@@ -2,6 +2,7 @@
 import type { DeliveryAttempt, DueDelivery } from '../store.js';
 import type { DeliveryRecord } from '../../contract/delivery.js';
 import type { Job } from '../../contract/job.js';
+import type { Batch } from '../../contract/batch.js';
 import type { StoreContext } from './context.js';
 import { UUID } from './connection.js';
 import { deliveryRecords, type DeliveryRow } from '../core/delivery-records.js';
@@ -25,8 +26,10 @@ leased AS (
   UPDATE ${s}.callback_deliveries d SET lease_owner = $1, lease_expires_at = ${now} + $2
   FROM due WHERE d.id = due.id
   RETURNING d.id, d.job_id, d.event, d.attempts, d.body)
-SELECT l.id::text AS id, l.job_id::text AS job_id, l.event, l.attempts, l.body, j.callback
-FROM leased l LEFT JOIN ${s}.jobs j ON j.id = l.job_id`,
+SELECT l.id::text AS id, l.job_id::text AS job_id, l.event, l.attempts, l.body,
+  CASE WHEN l.event = 'batch.finished' THEN b.callback ELSE j.callback END AS callback
+FROM leased l LEFT JOIN ${s}.jobs j ON j.id = l.job_id AND l.event <> 'batch.finished'
+  LEFT JOIN ${s}.batches b ON b.id = l.job_id AND l.event = 'batch.finished'`,
     /** An attempt of delivery $1 (attempt $2, owner $3), fenced; $5: the delivery's status after it. */
     recordDelivery: `
 WITH d AS (
@@ -50,9 +53,13 @@ export class PgDeliveries {
   readonly #ctx: StoreContext;
   readonly #sql: ReturnType<typeof deliveryStatements>;
 
-  constructor(ctx: StoreContext) {
+  /** Reads a batch as GET /v1/batches/{id} does: the body of its callback. */
+  readonly #batch: (id: string) => Promise<Batch | null>;
+
+  constructor(ctx: StoreContext, batch: (id: string) => Promise<Batch | null>) {
     this.#ctx = ctx;
     this.#sql = deliveryStatements(ctx.options.schema);
+    this.#batch = batch;
   }
 
   async claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]> {
@@ -64,7 +71,12 @@ export class PgDeliveries {
       body: string | null;
       callback: string | null;
     }>(this.#sql.claimDeliveries, [owner, leaseMs, limit]);
-    const first = leased.rows.filter((row) => row.body === null).map((row) => row.job_id);
+    const firstOfJobs = leased.rows.filter((row) => row.body === null && row.event !== 'batch.finished');
+    const first = firstOfJobs.map((row) => row.job_id);
+    const batches = new Map<string, Batch | null>();
+    for (const row of leased.rows) {
+      if (row.body === null && row.event === 'batch.finished') batches.set(row.job_id, await this.#batch(row.job_id));
+    }
     const jobs = new Map<string, Job>();
     if (first.length > 0) {
       for (const row of (await this.#ctx.db.query<JobRow>(this.#ctx.shared.getMany, [first])).rows) {
@@ -81,7 +93,8 @@ export class PgDeliveries {
           callbackText: row.callback,
           body: row.body,
         },
-        jobs.get(row.job_id) ?? null,
+        row.event === 'batch.finished' ? null : (jobs.get(row.job_id) ?? null),
+        batches.get(row.job_id) ?? null,
       ),
     );
   }

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import type { InsertOutcome, InsertResult } from '../store.js';
 import type { Job, JobStatus, NewJob } from '../../contract/job.js';
+import type { NewBatch } from '../../contract/batch.js';
 import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, PENDING_SQL, prepared, ROUND_BASES } from './sql.js';
 import { run, UUID } from './connection.js';
@@ -20,6 +21,8 @@ function insertStatements(schema: string) {
     /**
      * One statement for a whole request (without idempotency keys or outside parents):
      * admission against the counted pending jobs, the rows, their dependency edges.
+     * With a batch ($27, made at $28, callback $29), its row, counting the jobs inserted and those of
+     * them not terminal (core/batches.ts says the same for SQLite).
      * Answers the pending count and one row per inserted job (none when the queue is full).
      */
     insert: prepared(`
@@ -40,7 +43,7 @@ turns AS (
 ins AS (
   INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
     backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at, created_at,
-    finished_at, ready_at, ready_seq, dedupe_key, group_key, round, schedule, callback)
+    finished_at, ready_at, ready_seq, dedupe_key, group_key, round, schedule, callback, batch)
   SELECT i.id, i.type,
     CASE WHEN decided <> 'ready' THEN decided WHEN due_later THEN 'scheduled' ELSE 'queued' END,
     priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, backoff_max_ms,
@@ -50,7 +53,7 @@ ins AS (
     CASE WHEN decided = 'failed' THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END,
-    dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback
+    dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback, $27::uuid
   FROM i LEFT JOIN turns ON turns.ord = i.ord WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
   ORDER BY i.ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -58,7 +61,12 @@ ins AS (
 deps AS (
   INSERT INTO ${s}.job_deps (child, parent, position)
   SELECT d.child, d.parent, d.position FROM unnest($20::uuid[], $21::uuid[], $22::smallint[]) AS d(child, parent, position)
-  WHERE d.child IN (SELECT id::uuid FROM ins))
+  WHERE d.child IN (SELECT id::uuid FROM ins)),
+open AS (SELECT count(*) AS n FROM ins WHERE status NOT IN ('completed', 'failed', 'cancelled')),
+b AS (
+  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback)
+  SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text
+  FROM open WHERE $27::uuid IS NOT NULL AND ($18 = 0 OR (SELECT n FROM pending) + $18 <= $19))
 SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`),
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
     byKeys: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE idempotency_key = ANY($1::text[]) FOR SHARE`,
@@ -81,7 +89,7 @@ export class PgInsert {
     this.#sql = insertStatements(ctx.options.schema);
   }
 
-  async insert(jobs: NewJob[]): Promise<InsertResult> {
+  async insert(jobs: NewJob[], batch?: NewBatch): Promise<InsertResult> {
     for (const [index, job] of jobs.entries()) {
       for (const dependency of job.dependsOn) {
         if (!UUID.test(dependency)) return { ok: false, reason: 'unknown_dependency', index, dependency };
@@ -94,13 +102,15 @@ export class PgInsert {
     for (let round = 0; ; round++) {
       const answer = needsTransaction
         ? await this.#ctx.db
-            .transaction((client) => this.insertIn(client, jobs))
+            .transaction((client) => this.insertIn(client, jobs, batch))
             .catch((error: unknown) => {
               if (isInsertRace(error)) return 'again' as const;
               throw error;
             })
         : // Without keys or outside parents, the insert is one statement: it may run again.
-          await this.#ctx.db.timedWrite(() => this.#ctx.db.withClient((client) => this.insertIn(client, jobs), true));
+          await this.#ctx.db.timedWrite(() =>
+            this.#ctx.db.withClient((client) => this.insertIn(client, jobs, batch), true),
+          );
       // A twin inserted under the same key meanwhile: again, and this time it is seen.
       if (answer !== 'again') return answer;
       if (round >= 5) throw new Error('an idempotency key kept changing hands during an insert');
@@ -108,7 +118,7 @@ export class PgInsert {
   }
 
   /** Inserts on a connection of the caller's (inside its transaction, when it runs one). */
-  async insertIn(client: pg.PoolClient, jobs: NewJob[]): Promise<InsertResult | 'again'> {
+  async insertIn(client: pg.PoolClient, jobs: NewJob[], batch?: NewBatch): Promise<InsertResult | 'again'> {
     const payloads = jobs.map((job) => JSON.stringify(job.payload ?? null));
     // Idempotency keys seen before answer with their job.
     const keys = jobs.flatMap((job) => (job.idempotencyKey === null ? [] : [job.idempotencyKey]));
@@ -188,6 +198,9 @@ export class PgInsert {
       column((e) => e.job.group ?? null),
       column((e) => e.job.schedule ?? null),
       column((e) => (e.job.callback == null ? null : JSON.stringify(e.job.callback))),
+      batch?.id ?? null,
+      batch?.createdAt ?? null,
+      batch?.callback == null ? null : JSON.stringify(batch.callback),
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));

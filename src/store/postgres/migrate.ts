@@ -11,6 +11,7 @@ import nodeLease from './migrations/008-node-lease.js';
 import attemptStarted from './migrations/009-attempt-started.js';
 import snoozes from './migrations/010-snoozes.js';
 import groupLimits from './migrations/011-group-limits.js';
+import batches from './migrations/012-batches.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -38,6 +39,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 9, name: 'attempt-started', sql: attemptStarted },
   { version: 10, name: 'snoozes', sql: snoozes },
   { version: 11, name: 'group-limits', sql: groupLimits },
+  { version: 12, name: 'batches', sql: batches },
 ];
 
 /** Every step's version, in order. */

@@ -348,5 +348,6 @@ function stubJob(id: string, type: string, status: JobStatus): Job {
     finishedAt: null,
     readyAt: null,
     schedule: null,
+    batch: null,
   };
 }

@@ -7,6 +7,8 @@ import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
 import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
 import { pendingOf } from '../core/statuses.js';
+import { type BatchCountRow, type BatchRow, batchOf } from '../core/batches.js';
+import type { Batch } from '../../contract/batch.js';
 import { type Job, JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../contract/job.js';
 
 function readStatements(schema: string) {
@@ -19,6 +21,9 @@ function readStatements(schema: string) {
 SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
 LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p.priority
          ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
+    batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback FROM ${s}.batches WHERE id = $1`,
+    /** By the `jobs_batch` index. */
+    batchCounts: `SELECT status, count(*) AS n FROM ${s}.jobs WHERE batch = $1 GROUP BY status`,
     list: (where: string[], limitParam: number) =>
       `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
 ORDER BY id DESC LIMIT $${limitParam}`,
@@ -81,6 +86,12 @@ export class PgReads {
       params.push(filter.schedule);
       where.push(`schedule = $${params.length}`);
     }
+    if (filter.batch !== undefined) {
+      // An id that is no uuid names no batch.
+      if (!UUID.test(filter.batch)) return { jobs: [], nextCursor: null };
+      params.push(filter.batch);
+      where.push(`batch = $${params.length}::uuid`);
+    }
     if (before !== null) {
       params.push(before);
       where.push(`id < $${params.length}::uuid`);
@@ -88,6 +99,17 @@ export class PgReads {
     params.push(limit + 1);
     const rows = (await this.#ctx.db.query<JobRow>(this.#sql.list(where, params.length), params)).rows;
     return pageOf(rows, limit);
+  }
+
+  /** A batch with its jobs counted by status; null: no such batch. */
+  async batch(id: string): Promise<Batch | null> {
+    if (!UUID.test(id)) return null;
+    const [row, counts] = await Promise.all([
+      this.#ctx.db.query<BatchRow>(this.#sql.batch, [id]),
+      this.#ctx.db.query<BatchCountRow>(this.#sql.batchCounts, [id]),
+    ]);
+    const found = row.rows[0];
+    return found === undefined ? null : batchOf(found, counts.rows);
   }
 
   async counts(): Promise<QueueCounts> {

@@ -23,6 +23,7 @@
  *   nodes.ts        the servers of the cluster
  *   upkeep.ts       ANALYZE/VACUUM of the jobs table, folding of counters
  */
+import type { Batch, NewBatch } from '../../contract/batch.js';
 import type {
   Changes,
   ClaimedJob,
@@ -134,7 +135,7 @@ export class PostgresStore implements JobStore {
     this.#reads = new PgReads(context);
     this.#settings = new PgSettings(context);
     this.#schedules = new PgSchedules(context, this.#inserts);
-    this.#deliveries = new PgDeliveries(context);
+    this.#deliveries = new PgDeliveries(context, (id) => this.#reads.batch(id));
     this.#nodes = new PgNodes(context);
     this.#upkeep = new PgUpkeep(db);
   }
@@ -171,8 +172,12 @@ export class PostgresStore implements JobStore {
 
   // ── writes ────────────────────────────────────────────────────────────────
 
-  insert(jobs: NewJob[]): Promise<InsertResult> {
-    return this.#inserts.insert(jobs);
+  insert(jobs: NewJob[], batch?: NewBatch): Promise<InsertResult> {
+    return this.#inserts.insert(jobs, batch);
+  }
+
+  batch(id: string): Promise<Batch | null> {
+    return this.#reads.batch(id);
   }
 
   claim(request: ClaimRequest): Promise<ClaimedJob[][]> {

@@ -4,6 +4,7 @@ import type { DueDeliveryWire } from './protocol.js';
 import type { FileState } from './file-state.js';
 import type { Preparer } from './prepare.js';
 import { toWire } from '../core/rows.js';
+import { getBatch } from './batches.js';
 
 /** Whether deliveries were stored since the last call (the triggers of migration 006 make them). */
 export function deliveriesAdded(file: FileState): boolean {
@@ -23,6 +24,18 @@ export function claimDeliveries(
   const { s } = file;
   return s.claimDeliveries.all(owner, expiresAt, now, now, limit).map((row) => {
     const first = row.body === null;
+    if (row.event === 'batch.finished') {
+      return {
+        id: row.id,
+        jobId: row.job_id,
+        event: row.event,
+        attempt: row.attempts + 1,
+        callbackText: s.selectBatch.get(row.job_id)?.callback ?? null,
+        body: row.body,
+        job: null,
+        batch: first ? getBatch(file, row.job_id) : null,
+      };
+    }
     const jobRow = first ? s.selectJob.get(row.job_id) : undefined;
     return {
       id: row.id,
@@ -32,6 +45,7 @@ export function claimDeliveries(
       callbackText: jobRow === undefined ? (s.selectCallback.get(row.job_id) ?? null) : jobRow.callback,
       body: row.body,
       job: jobRow === undefined ? null : toWire(jobRow),
+      batch: null,
     };
   });
 }

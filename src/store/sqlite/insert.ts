@@ -4,6 +4,8 @@ import type { Preparer } from './prepare.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { exceedsCapacity, initialStatus, planInsert } from '../core/insert-plan.js';
 import { parentsOf } from './dependencies.js';
+import { insertBatch } from './batches.js';
+import type { NewBatch } from '../../contract/batch.js';
 import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
 
 /**
@@ -12,7 +14,13 @@ import { type JobRow, type JobWire, parseJson, toWire } from '../core/rows.js';
  * or failed. Refused whole on an idempotency conflict, an unknown dependency, or when
  * the pending jobs would pass `capacity`.
  */
-export function insertJobs(file: FileState, rows: InsertRow[], now: number, capacity: number): InsertAnswer {
+export function insertJobs(
+  file: FileState,
+  rows: InsertRow[],
+  now: number,
+  capacity: number,
+  batch: NewBatch | null = null,
+): InsertAnswer {
   const { s } = file;
   const planning = planInsert(rows, {
     byKey: (key) => s.selectByKey.get(key),
@@ -92,6 +100,7 @@ export function insertJobs(file: FileState, rows: InsertRow[], now: number, capa
       row.group,
       row.schedule,
       row.callbackText,
+      row.batch,
     );
     for (let position = 0; position < state.dependsOn.length; position++) {
       const parent = state.dependsOn[position] as string;
@@ -103,6 +112,14 @@ export function insertJobs(file: FileState, rows: InsertRow[], now: number, capa
     if ((state.status === 'queued' || state.status === 'scheduled') && state.dependsOn.length > 0) {
       state.parents = parentsOf(file, state.dependsOn);
     }
+  }
+  if (batch !== null) {
+    insertBatch(
+      file,
+      batch,
+      created.map(({ state }) => state.status),
+      now,
+    );
   }
   // Items that replayed an earlier item of this batch answer with that item's job.
   for (const outcome of outcomes) {
@@ -120,8 +137,8 @@ export function prepareInsertStatements({ prepare }: Preparer) {
       `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
         backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
         metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key,
-        group_key, schedule, callback)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?)`,
+        group_key, schedule, callback, batch)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)`,
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),

@@ -23,5 +23,6 @@ export function insertRowOf(job: NewJob): InsertRow {
     group: job.group ?? null,
     schedule: job.schedule ?? null,
     callbackText: job.callback == null ? null : JSON.stringify(job.callback),
+    batch: job.batch ?? null,
   };
 }

@@ -9,6 +9,7 @@ import schedules from './migrations/006-schedules.js';
 import callbacks from './migrations/007-callbacks.js';
 import attemptStarted from './migrations/008-attempt-started.js';
 import snoozes from './migrations/009-snoozes.js';
+import batches from './migrations/010-batches.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
@@ -25,6 +26,7 @@ const MIGRATIONS: readonly string[] = [
   callbacks,
   attemptStarted,
   snoozes,
+  batches,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -20,6 +20,7 @@
  * nothing. The counters (counters.ts) are kept exact on every transition and rebuilt
  * from the file whenever a transaction is rolled back.
  */
+import { getBatch } from './batches.js';
 import { claim, claimRead, promote, unclaim } from './claim.js';
 import { claimDeliveries, deliveries, nextDelivery, recordDelivery } from './deliveries.js';
 import type { FileState } from './file-state.js';
@@ -36,7 +37,7 @@ import { paused, putSetting, setPaused, settings } from './settings.js';
 export function runOperation(file: FileState, op: Op): unknown {
   switch (op.op) {
     case 'insert':
-      return insertJobs(file, op.rows, op.now, op.capacity);
+      return insertJobs(file, op.rows, op.now, op.capacity, op.batch);
     case 'claim':
       return claim(file, op.ids, op.priorities, op.owner, op.expiresAt, op.now);
     case 'claimRead':
@@ -99,5 +100,7 @@ export function runOperation(file: FileState, op: Op): unknown {
       return nextDelivery(file);
     case 'deliveries':
       return deliveries(file, op.jobId);
+    case 'batch':
+      return getBatch(file, op.id);
   }
 }

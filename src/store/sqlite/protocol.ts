@@ -13,6 +13,7 @@ import type { DeliveryLease, JobWire } from '../core/rows.js';
 import type { DeliveryRow } from '../core/delivery-records.js';
 import type { QueueCounts } from '../../contract/queue.js';
 import type { Schedule } from '../../contract/schedule.js';
+import type { Batch, NewBatch } from '../../contract/batch.js';
 import type { ScheduleDefinition } from '../../contract/schedule.js';
 
 /**
@@ -43,6 +44,7 @@ export interface InsertRow {
   group: string | null;
   schedule: string | null;
   callbackText: string | null;
+  batch: string | null;
 }
 
 /** What the store decided for one created job; the caller already knows the rest. */
@@ -123,7 +125,7 @@ export interface Snapshot {
 }
 
 export type Op =
-  | { op: 'insert'; rows: InsertRow[]; now: number; capacity: number }
+  | { op: 'insert'; rows: InsertRow[]; now: number; capacity: number; batch: NewBatch | null }
   | { op: 'claim'; ids: string[]; priorities: number[]; owner: string; expiresAt: number; now: number }
   | {
       op: 'unclaim';
@@ -156,11 +158,13 @@ export type Op =
   | { op: 'claimDeliveries'; owner: string; expiresAt: number; now: number; limit: number }
   | { op: 'recordDelivery'; attempt: DeliveryAttempt; now: number }
   | { op: 'nextDelivery' }
-  | { op: 'deliveries'; jobId: string };
+  | { op: 'deliveries'; jobId: string }
+  | { op: 'batch'; id: string };
 
 /** A delivery leased by claimDeliveries; `job` is read for a first attempt. */
 export interface DueDeliveryWire extends DeliveryLease {
   job: JobWire | null;
+  batch: Batch | null;
 }
 
 /** Operations that only read: a request of these alone runs without a transaction. */
@@ -177,6 +181,7 @@ export const READ_OPS: ReadonlySet<Op['op']> = new Set<Op['op']>([
   'getSchedule',
   'nextDelivery',
   'deliveries',
+  'batch',
 ]);
 
 /** The answer of each op, by op name. */
@@ -212,6 +217,7 @@ export interface Answers {
   recordDelivery: boolean;
   nextDelivery: number | null;
   deliveries: DeliveryRow[] | null;
+  batch: Batch | null;
 }
 
 export type OpResult = { ok: true; value: unknown } | { ok: false; error: WireError };

@@ -6,7 +6,7 @@ import type { Preparer, Statement } from './prepare.js';
 import type { Snapshot } from './protocol.js';
 
 /** Columns a list may filter on. */
-export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule';
+export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule' | 'batch';
 
 /** Reads of the file: one job, a page of the list, the ready and due jobs. */
 
@@ -34,6 +34,10 @@ export function list(file: FileState, filter: ListFilter): Page {
   if (filter.schedule !== undefined) {
     columns.push('schedule');
     values.push(filter.schedule);
+  }
+  if (filter.batch !== undefined) {
+    columns.push('batch');
+    values.push(filter.batch);
   }
   const tail = before === null ? [fetch] : [before, fetch];
   let rows: SummaryRow[];
@@ -73,7 +77,7 @@ export function snapshot(file: FileState): Snapshot {
 const SUMMARY_COLUMNS =
   'id, type, status, priority, error, attempts, max_attempts, snoozes, timeout_ms, backoff_initial_ms, backoff_factor, ' +
   'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
-  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback';
+  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback, batch';
 
 /** The statements of the reads, prepared once. */
 /** Queued and running jobs of each group that has any. */

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { JobRow } from '../core/rows.js';
 import type { JobStatus } from '../../contract/job.js';
+import { prepareBatchStatements } from './batches.js';
 import { prepareClaimStatements } from './claim.js';
 import { prepareDeliveryStatements } from './deliveries.js';
 import { prepareDependencyStatements } from './dependencies.js';
@@ -45,5 +46,6 @@ export function prepareStatements(db: Database.Database) {
     ...prepareSettingStatements(p),
     ...prepareScheduleStatements(p),
     ...prepareDeliveryStatements(p),
+    ...prepareBatchStatements(p),
   };
 }

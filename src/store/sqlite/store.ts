@@ -17,6 +17,7 @@
  * `store_unavailable`, the claims it had not stored are reported lost, and a new store
  * thread is started; writes fail fast until it is up.
  */
+import type { Batch, NewBatch } from '../../contract/batch.js';
 import type { Answers, InsertRow } from './protocol.js';
 import type {
   Changes,
@@ -130,13 +131,14 @@ export class SqliteStore implements JobStore {
 
   // ── writes ────────────────────────────────────────────────────────────────
 
-  async insert(jobs: NewJob[]): Promise<InsertResult> {
+  async insert(jobs: NewJob[], batch?: NewBatch): Promise<InsertResult> {
     const rows = jobs.map(insertRowOf);
     const answer = await this.#thread.call({
       op: 'insert',
       rows,
       now: this.#side.clock(),
       capacity: this.#side.capacity,
+      batch: batch ?? null,
     });
     return applyInsert(this.#side, jobs, rows, answer);
   }
@@ -297,7 +299,7 @@ export class SqliteStore implements JobStore {
   async claimDeliveries(owner: string, leaseMs: number, limit: number): Promise<DueDelivery[]> {
     const now = this.#side.clock();
     const wires = await this.#thread.call({ op: 'claimDeliveries', owner, expiresAt: now + leaseMs, now, limit });
-    return wires.map((wire) => dueDelivery(wire, wire.job === null ? null : jobFromWire(wire.job)));
+    return wires.map((wire) => dueDelivery(wire, wire.job === null ? null : jobFromWire(wire.job), wire.batch));
   }
 
   recordDeliveryAttempt(attempt: DeliveryAttempt): Promise<boolean> {
@@ -306,6 +308,10 @@ export class SqliteStore implements JobStore {
 
   nextDeliveryAt(): Promise<number | null> {
     return this.#thread.call({ op: 'nextDelivery' });
+  }
+
+  batch(id: string): Promise<Batch | null> {
+    return this.#thread.call({ op: 'batch', id });
   }
 
   async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {

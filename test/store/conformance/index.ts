@@ -16,6 +16,7 @@ import { deliveriesFacet } from './deliveries.js';
 import { settingsFacet } from './settings.js';
 import { schedulesFacet } from './schedules.js';
 import { lifeCycleFacet } from './life-cycle.js';
+import { batchesFacet } from './batches.js';
 import type { OpenStore } from './context.js';
 
 /** Defines the behaviour every JobStore must have, as node:test cases. */
@@ -50,5 +51,6 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
     settingsFacet(openStore);
     schedulesFacet(openStore);
     lifeCycleFacet(openStore);
+    batchesFacet(openStore);
   });
 }

@@ -49,6 +49,7 @@ export function insertFacet(openStore: OpenStore): void {
         finishedAt: null,
         readyAt: T0 + 5,
         schedule: null,
+        batch: null,
       });
       assert.deepEqual(await store.get(input.id), job);
       assert.equal(await store.get('missing'), null);

@@ -234,6 +234,7 @@ describe('createdJob', () => {
       metadata: { team: 'x' },
       group: null,
       callback: null,
+      batch: null,
       runAt: 5000,
       createdAt: 1000,
       startedAt: null,

@@ -27,6 +27,7 @@ function wire(id: string, payloadText = '{}'): JobWire {
     finishedAt: null,
     readyAt: 0,
     schedule: null,
+    batch: null,
     payloadText,
     resultText: null,
   };

@@ -1,0 +1,55 @@
+import type { Batch, BatchCallback, NewBatch } from '../../contract/batch.js';
+import { isTerminal, JOB_STATUSES, type JobStatus } from '../../contract/job.js';
+
+/** A row of `batches`, as both stores read it. */
+export interface BatchRow {
+  id: string;
+  total: number;
+  remaining: number;
+  created_at: number;
+  finished_at: number | null;
+  /** The callback as JSON text, or null. */
+  callback: string | null;
+}
+
+/** The jobs of a batch counted by status, one row per status present. */
+export interface BatchCountRow {
+  status: JobStatus;
+  n: number | string;
+}
+
+/** The batch as the API shows it: every status counted, zeros included. */
+export function batchOf(row: BatchRow, counts: readonly BatchCountRow[]): Batch {
+  const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
+  for (const count of counts) if (count.status in byStatus) byStatus[count.status] += Number(count.n);
+  return {
+    id: row.id,
+    total: Number(row.total),
+    counts: byStatus,
+    createdAt: Number(row.created_at),
+    finishedAt: row.finished_at === null ? null : Number(row.finished_at),
+    callback: row.callback === null ? null : (JSON.parse(row.callback) as BatchCallback),
+  };
+}
+
+/**
+ * The row an insert writes for its batch, from the statuses of the jobs the request
+ * created (replays and dedupe stand-ins keep their own batch): `remaining` counts those
+ * not terminal at once; a batch with none remaining is finished when it is made.
+ */
+export function newBatchRow(batch: NewBatch, statuses: readonly JobStatus[], now: number): BatchRow {
+  const remaining = statuses.filter((status) => !isTerminal(status)).length;
+  return {
+    id: batch.id,
+    total: statuses.length,
+    remaining,
+    created_at: batch.createdAt,
+    finished_at: remaining === 0 ? now : null,
+    callback: batch.callback === null ? null : JSON.stringify(batch.callback),
+  };
+}
+
+/** The body of a batch's callback: the event and the batch as the API renders it. */
+export function batchCallbackBody(batch: unknown): string {
+  return JSON.stringify({ event: 'batch.finished', batch });
+}

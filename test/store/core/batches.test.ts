@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { batchCallbackBody, batchOf, newBatchRow } from '../../../src/store/core/batches.js';
+
+describe('batch rows', () => {
+  it('counts the jobs an insert created, those not terminal remaining; none remaining is finished at once', () => {
+    const batch = { id: 'b1', createdAt: 10, callback: { url: 'https://example.com/b' } };
+    assert.deepEqual(newBatchRow(batch, ['queued', 'waiting', 'failed'], 20), {
+      id: 'b1',
+      total: 3,
+      remaining: 2,
+      created_at: 10,
+      finished_at: null,
+      callback: '{"url":"https://example.com/b"}',
+    });
+    assert.deepEqual(newBatchRow({ ...batch, callback: null }, ['failed'], 20), {
+      id: 'b1',
+      total: 1,
+      remaining: 0,
+      created_at: 10,
+      finished_at: 20,
+      callback: null,
+    });
+    assert.equal(newBatchRow(batch, [], 20).finished_at, 20);
+  });
+
+  it('lists every status in the counts, zeros included, from counts read as numbers or as text', () => {
+    const row = { id: 'b1', total: 3, remaining: 1, created_at: 10, finished_at: null, callback: null };
+    assert.deepEqual(
+      batchOf(row, [
+        { status: 'completed', n: '2' },
+        { status: 'running', n: 1 },
+      ]),
+      {
+        id: 'b1',
+        total: 3,
+        counts: { waiting: 0, scheduled: 0, queued: 0, running: 1, retrying: 0, completed: 2, failed: 0, cancelled: 0 },
+        createdAt: 10,
+        finishedAt: null,
+        callback: null,
+      },
+    );
+  });
+
+  it('makes the body of a batch callback: the event and the batch', () => {
+    assert.equal(batchCallbackBody({ id: 'b1' }), '{"event":"batch.finished","batch":{"id":"b1"}}');
+  });
+});
