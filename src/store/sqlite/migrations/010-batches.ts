@@ -24,7 +24,7 @@ const newDelivery = `
 
 export default `
 ALTER TABLE jobs ADD COLUMN batch TEXT;
-CREATE INDEX jobs_batch ON jobs (batch, status) WHERE batch IS NOT NULL;
+CREATE INDEX jobs_batch ON jobs (batch) WHERE batch IS NOT NULL;
 CREATE TABLE batches (
   id TEXT PRIMARY KEY,
   total INTEGER NOT NULL,
