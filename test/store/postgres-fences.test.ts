@@ -199,3 +199,59 @@ describe('postgres store: fences hold against a concurrent writer (KILN_TEST_PG)
     },
   );
 });
+
+describe('postgres store: batch rows are locked in id order (KILN_TEST_PG)', () => {
+  // Batch `low` has the lower id. Whichever of the two jobs a finish writes first, it
+  // must lock `low`'s row before `high`'s: holding `high`'s while it waits for `low`'s is
+  // what lets two finishes of interleaved batches deadlock.
+  for (const first of ['low', 'high'] as const) {
+    it(
+      `takes a finish’s batch rows in the order of their ids (the ${first} batch’s job has the lower id)`,
+      { timeout: 60_000 },
+      async () => {
+        const { schema, store } = await openStore();
+        const low = { id: newJobId(), createdAt: Date.now(), callback: null };
+        const high = { id: newJobId(), createdAt: Date.now(), callback: null };
+        const firstJob = newJob({ id: newJobId(), createdAt: Date.now(), batch: first === 'low' ? low.id : high.id });
+        const secondJob = newJob({ id: newJobId(), createdAt: Date.now(), batch: first === 'low' ? high.id : low.id });
+        const lowJob = first === 'low' ? firstJob : secondJob;
+        const highJob = first === 'low' ? secondJob : firstJob;
+        for (const [job, batch] of [
+          [lowJob, low],
+          [highJob, high],
+        ] as const) {
+          const inserted = await store.insert([job], batch);
+          assert.ok(inserted.ok, JSON.stringify(inserted));
+        }
+        const claimed = (await store.claim({ owner: OWNER, leaseMs: LEASE_MS, batches: 2, micro: null })).flat();
+        assert.equal(claimed.length, 2);
+
+        const blocker = await client();
+        const watcher = await client();
+        await blocker.query('BEGIN');
+        await blocker.query(`SELECT 1 FROM "${schema}".batches WHERE id = $1 FOR UPDATE`, [low.id]);
+        const finishing = store.finish(
+          claimed.map((job) => ({ id: job.id, attempt: job.attempts, owner: OWNER, outcome: completed(job.id) })),
+        );
+        finishing.catch(() => undefined);
+        await lockWaiter(watcher, schema);
+        // The finish waits for `low`'s row; another transaction can take `high`'s at once.
+        await watcher.query('BEGIN');
+        await watcher.query(`SELECT 1 FROM "${schema}".batches WHERE id = $1 FOR UPDATE NOWAIT`, [high.id]);
+        await watcher.query('ROLLBACK');
+        await blocker.query('COMMIT');
+
+        const answers = await finishing;
+        assert.deepEqual(
+          answers.map((answer) => answer?.status),
+          ['completed', 'completed'],
+        );
+        for (const batch of [low, high]) {
+          const stored = await store.batch(batch.id);
+          assert.equal(stored?.counts.completed, 1);
+          assert.notEqual(stored?.finishedAt, null, 'the batch is finished');
+        }
+      },
+    );
+  }
+});

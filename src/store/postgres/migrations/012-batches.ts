@@ -1,11 +1,15 @@
 /**
  * Batches (API.md "Batches"): one row per `POST /v1/jobs/batch`, and each job's `batch`.
  *
- * `remaining` counts the batch's jobs that are not terminal. A row trigger on `jobs`
- * keeps it in the same transaction as the write that moves a batch job into or out of a
- * terminal status, whatever that write is (the finish function, a cancel,
- * fail_dependents, a retry), and sets `finished_at` when it reaches zero; its WHEN clause
- * keeps jobs without a batch from paying more than a null test. Counts by status are read
+ * `remaining` counts the batch's jobs that are not terminal. A statement trigger on
+ * `jobs` keeps it in the same transaction as the write that moves batch jobs into or out
+ * of a terminal status, whatever that write is (the finish function, a cancel,
+ * fail_dependents, a retry), and sets `finished_at` when it reaches zero. It runs once a
+ * statement, after every job the statement wrote is locked, and locks the batches' rows
+ * in id order: two finishes whose jobs belong to the same two batches in interleaved id
+ * order (a batch's jobs need not have consecutive ids when several servers submit at
+ * once) would otherwise lock those rows in opposite orders and deadlock. A statement
+ * that writes no batch job pays one scan of its new rows. Counts by status are read
  * from the jobs by the `jobs_batch` index. `callback` is the batch's own callback as JSON
  * text, or null.
  *
@@ -31,21 +35,33 @@ CREATE TABLE {{schema}}.batches (
   callback text
 );
 
-CREATE FUNCTION {{schema}}.batch_job_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION {{schema}}.batch_jobs_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  moved uuid[];
 BEGIN
-  IF NEW.status IN ${TERMINAL} THEN
-    UPDATE {{schema}}.batches SET remaining = remaining - 1,
-      finished_at = CASE WHEN remaining = 1 THEN coalesce(NEW.finished_at, {{schema}}.now_ms()) ELSE finished_at END
-    WHERE id = NEW.batch;
-  ELSE
-    UPDATE {{schema}}.batches SET remaining = remaining + 1, finished_at = NULL WHERE id = NEW.batch;
-  END IF;
+  IF NOT EXISTS (SELECT 1 FROM new_rows WHERE batch IS NOT NULL) THEN RETURN NULL; END IF;
+  SELECT array_agg(DISTINCT n.batch ORDER BY n.batch) INTO moved
+  FROM new_rows n JOIN old_rows o ON o.id = n.id
+  WHERE n.batch IS NOT NULL AND (o.status IN ${TERMINAL}) <> (n.status IN ${TERMINAL});
+  IF moved IS NULL THEN RETURN NULL; END IF;
+  -- The batches' rows in id order, after every job of the statement is locked and written.
+  PERFORM 1 FROM {{schema}}.batches WHERE id = ANY (moved) ORDER BY id FOR UPDATE;
+  UPDATE {{schema}}.batches b SET remaining = b.remaining + d.delta,
+    finished_at = CASE WHEN b.remaining + d.delta <> 0 THEN NULL
+                       WHEN b.remaining = 0 THEN b.finished_at
+                       ELSE coalesce(d.at, {{schema}}.now_ms()) END
+  FROM (
+    SELECT n.batch, sum(CASE WHEN n.status IN ${TERMINAL} THEN -1 ELSE 1 END) AS delta, max(n.finished_at) AS at
+    FROM new_rows n JOIN old_rows o ON o.id = n.id
+    WHERE n.batch IS NOT NULL AND (o.status IN ${TERMINAL}) <> (n.status IN ${TERMINAL})
+    GROUP BY n.batch) d
+  WHERE b.id = d.batch AND d.delta <> 0;
   RETURN NULL;
 END $$;
 
-CREATE TRIGGER jobs_batch_on_update AFTER UPDATE OF status ON {{schema}}.jobs FOR EACH ROW
-  WHEN (NEW.batch IS NOT NULL AND (OLD.status IN ${TERMINAL}) <> (NEW.status IN ${TERMINAL}))
-  EXECUTE FUNCTION {{schema}}.batch_job_moved();
+CREATE TRIGGER jobs_batch_on_update AFTER UPDATE ON {{schema}}.jobs
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
+  EXECUTE FUNCTION {{schema}}.batch_jobs_moved();
 
 ALTER TABLE {{schema}}.callback_deliveries DROP CONSTRAINT callback_deliveries_event_check;
 ALTER TABLE {{schema}}.callback_deliveries ADD CONSTRAINT callback_deliveries_event_check
