@@ -27,6 +27,8 @@ export class GroupLimits {
   readonly #metrics: KilnMetrics;
   /** The limits as last read from the store. */
   #limits = new Map<string, TaskLimits>();
+  /** Writes made here; a read of the store that began before one of them is stale. */
+  #writes = 0;
 
   constructor(options: { store: JobStore; dispatcher: Dispatcher; metrics: KilnMetrics }) {
     this.#store = options.store;
@@ -41,7 +43,10 @@ export class GroupLimits {
   /** Reads the limits again, and hands them to dispatch if another server changed them. */
   async reload(): Promise<void> {
     try {
+      const writes = this.#writes;
       const limits = limitsOf(await this.#store.limitOverrides('group'));
+      // A set() answered while this read was under way: the read may predate it.
+      if (writes !== this.#writes) return;
       if (JSON.stringify([...limits]) === JSON.stringify([...this.#limits])) return;
       this.#replace(limits);
     } catch {
@@ -65,6 +70,7 @@ export class GroupLimits {
   /** Set a group's limits (stored; null for a field: no such limit), or remove them (null). */
   async set(group: string, limits: TaskLimits | null): Promise<GroupInfo | null> {
     await this.#store.setLimitOverride(group, limits, 'group').catch(unavailable);
+    this.#writes++;
     const next = new Map(this.#limits);
     if (limits === null) next.delete(group);
     else next.set(group, limits);

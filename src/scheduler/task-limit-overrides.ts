@@ -33,6 +33,8 @@ export class TaskLimitOverrides {
   readonly #options: TaskLimitOverridesOptions;
   /** The overrides as last read from the store. */
   #overrides = new Map<string, LimitOverride>();
+  /** Writes made here; a read of the store that began before one of them is stale. */
+  #writes = 0;
 
   constructor(options: TaskLimitOverridesOptions) {
     this.#options = options;
@@ -46,7 +48,10 @@ export class TaskLimitOverrides {
   /** Reads the overrides again, and hands them to dispatch if another server changed them. */
   async reload(): Promise<void> {
     try {
+      const writes = this.#writes;
       const overrides = await this.#options.store.limitOverrides();
+      // A set() answered while this read was under way: the read may predate it.
+      if (writes !== this.#writes) return;
       if (JSON.stringify([...overrides]) === JSON.stringify([...this.#overrides])) return;
       this.#overrides = overrides;
       this.#apply();
@@ -76,6 +81,7 @@ export class TaskLimitOverrides {
   async set(name: string, override: LimitOverride | null): Promise<TaskInfo> {
     if (this.#options.registry.get(name) === undefined) throw noSuchTask(name);
     await this.#options.store.setLimitOverride(name, override).catch(unavailable);
+    this.#writes++;
     if (override === null) this.#overrides.delete(name);
     else this.#overrides.set(name, override);
     this.#apply();
