@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { KilnError } from '../client/index.js';
-import { buildProgram, EXIT, exitCodeOf, UsageError } from './program.js';
+import { UsageError } from './options.js';
+import { buildProgram, EXIT, exitCodeOf } from './program.js';
 
 /** `kiln`: the command line (package.json "bin"). Exit codes are documented in program.ts and the README. */
 async function main(): Promise<void> {

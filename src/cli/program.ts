@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import {
   DEFAULT_URL,
   isFinished,
@@ -9,7 +9,6 @@ import {
   type JobStatus,
   type JobSummary,
   type LimitsOverride,
-  type ScheduleRequest,
 } from '../client/index.js';
 import {
   batchLine,
@@ -26,6 +25,17 @@ import {
   scheduleTable,
   taskTable,
 } from './output.js';
+import {
+  integer,
+  limitValue,
+  parseJson,
+  rateValue,
+  scheduleRequest,
+  type ScheduleOptions,
+  submitFields,
+  type SubmitOptions,
+  UsageError,
+} from './options.js';
 import { ProgressBar } from './progress-bar.js';
 
 /**
@@ -43,11 +53,6 @@ export const EXIT = { ok: 0, jobFailed: 1, usage: 2, http: 3, refused: 4 } as co
 /** The exit code of a failed request: a refusal of the token's scope is told apart from other failures. */
 export function exitCodeOf(error: KilnError): number {
   return error.status === 403 && error.code === 'forbidden' ? EXIT.refused : EXIT.http;
-}
-
-/** A mistake in the command line found after commander parsed it (a payload that is not JSON, …). */
-export class UsageError extends Error {
-  override name = 'UsageError';
 }
 
 export interface CliIo {
@@ -471,22 +476,6 @@ Exit codes:
 
 // ── options ────────────────────────────────────────────────────────────────
 
-interface SubmitOptions {
-  priority?: number;
-  wait?: boolean;
-  group?: string;
-  delay?: number;
-  runAt?: string;
-  idempotencyKey?: string;
-  maxAttempts?: number;
-  timeout?: number;
-  dependsOn?: string;
-  metadata?: string;
-  dedupe?: string | true;
-  reuse?: number;
-  callback?: string;
-}
-
 interface ListOptions {
   status?: string;
   type?: string;
@@ -500,99 +489,4 @@ interface LimitOptions {
   concurrency?: number | 'none';
   rate?: { max: number; perMs: number } | 'none';
   reset?: boolean;
-}
-
-interface ScheduleOptions {
-  cron?: string;
-  timezone?: string;
-  type?: string;
-  payload?: string;
-  overlap?: 'allow' | 'skip';
-  catchUp?: 'none' | 'last';
-  paused?: boolean;
-}
-
-async function submitFields(options: SubmitOptions): Promise<Omit<JobRequest, 'type'>> {
-  if (options.reuse !== undefined && options.dedupe === undefined) throw new UsageError('--reuse needs --dedupe');
-  const dedupe =
-    options.dedupe === undefined
-      ? undefined
-      : options.dedupe === true && options.reuse === undefined
-        ? true
-        : {
-            ...(options.dedupe === true ? {} : { key: options.dedupe }),
-            ...(options.reuse === undefined ? {} : { reuseMs: options.reuse }),
-          };
-  // Fields left undefined are left out of the JSON body.
-  return {
-    priority: options.priority,
-    group: options.group,
-    delayMs: options.delay,
-    runAt: options.runAt,
-    idempotencyKey: options.idempotencyKey,
-    maxAttempts: options.maxAttempts,
-    timeoutMs: options.timeout,
-    ...(options.dependsOn === undefined ? {} : { dependsOn: options.dependsOn.split(',').filter((id) => id !== '') }),
-    ...(options.metadata === undefined
-      ? {}
-      : { metadata: parseJson(options.metadata, '--metadata') as Record<string, unknown> }),
-    ...(dedupe === undefined ? {} : { dedupe }),
-    ...(options.callback === undefined ? {} : { callback: { url: options.callback } }),
-  };
-}
-
-function scheduleRequest(base: unknown, options: ScheduleOptions): ScheduleRequest {
-  if (typeof base !== 'object' || base === null || Array.isArray(base))
-    throw new UsageError('BODY must be a JSON object');
-  const body = { ...(base as Partial<ScheduleRequest>) };
-  if (options.cron !== undefined) body.cron = options.cron;
-  if (options.timezone !== undefined) body.timezone = options.timezone;
-  if (options.overlap !== undefined) body.overlap = options.overlap;
-  if (options.catchUp !== undefined) body.catchUp = options.catchUp;
-  if (options.paused === true) body.paused = true;
-  if (options.type !== undefined || options.payload !== undefined) {
-    const type = options.type ?? body.job?.type;
-    if (type === undefined) throw new UsageError('--payload needs --type (or a job in BODY)');
-    body.job = {
-      ...body.job,
-      type,
-      ...(options.payload === undefined ? {} : { payload: parseJson(options.payload, '--payload') }),
-    };
-  }
-  if (body.cron === undefined || body.job === undefined) {
-    throw new UsageError('a schedule needs a cron expression and a job: give --cron and --type, or BODY');
-  }
-  return body as ScheduleRequest;
-}
-
-function parseJson(text: string, what: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new UsageError(`${what} is not JSON: ${error instanceof Error ? error.message : String(error)}`);
-  }
-}
-
-function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
-  return (value) => {
-    const number = Number(value);
-    if (!/^-?\d+$/.test(value.trim()) || number < min || number > max) {
-      throw new InvalidArgumentError(
-        max === Number.MAX_SAFE_INTEGER ? `must be an integer ≥ ${min}` : `must be an integer from ${min} to ${max}`,
-      );
-    }
-    return number;
-  };
-}
-
-// commander turns a parser's null into '', so "none" stays a word until the action reads it.
-function limitValue(value: string): number | 'none' {
-  return value === 'none' ? 'none' : integer(1)(value);
-}
-
-function rateValue(value: string): { max: number; perMs: number } | 'none' {
-  if (value === 'none') return 'none';
-  const match = /^(\d+)\/(\d+)$/.exec(value.trim());
-  if (match === null) throw new InvalidArgumentError('must be MAX/PER_MS (e.g. 10/1000) or none');
-  return { max: Number(match[1]), perMs: Number(match[2]) };
 }
