@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { type ApiToken, type LoadedApiTokens, loadApiTokens } from './api-tokens.js';
+import { OTEL_VARS, type TracingConfig, tracingConfig } from './tracing/otel-config.js';
 
 const DAY_MS = 86_400_000;
 
@@ -150,6 +151,8 @@ function envSchema() {
     KILN_CALLBACK_ALLOW_PRIVATE: flag('KILN_CALLBACK_ALLOW_PRIVATE', false),
     LOG_LEVEL: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     LOG_FORMAT: oneOf('LOG_FORMAT', ['auto', 'json', 'pretty'] as const, 'auto'),
+    // Read and checked by tracingConfig (src/tracing/otel-config.ts).
+    ...Object.fromEntries(OTEL_VARS.map((name) => [name, z.string().optional()])),
   });
 }
 
@@ -203,6 +206,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** `auto`: human-readable lines on a terminal, JSON lines otherwise. */
   logFormat: 'auto' | 'json' | 'pretty';
+  /** Spans exported over OTLP, from the standard OTEL_* variables; null: tracing is off. */
+  tracing: TracingConfig | null;
 }
 
 export class ConfigError extends Error {
@@ -220,8 +225,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const e = parsed.data;
   let apiTokens: LoadedApiTokens;
+  let tracing: TracingConfig | null;
   try {
     apiTokens = loadApiTokens(e.KILN_API_TOKENS, e.KILN_API_TOKENS_FILE);
+    tracing = tracingConfig(env);
   } catch (error) {
     throw new ConfigError((error as Error).message);
   }
@@ -257,5 +264,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     callbackAllowPrivate: e.KILN_CALLBACK_ALLOW_PRIVATE,
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
+    tracing,
   };
 }

@@ -14,6 +14,7 @@ import { createLogger } from './logger.js';
 import { loadTasks, type TaskRegistry } from './workers/registry.js';
 import { openStore } from './store/open-store.js';
 import { renderBatch, renderJob } from './server/render.js';
+import { Tracing } from './tracing/tracing.js';
 
 export interface Kiln {
   app: KilnApp;
@@ -47,6 +48,7 @@ export interface KilnParts {
 /** The composition root: config → store → pool → scheduler → server. */
 export async function createKiln(config: Config, parts: KilnParts = {}): Promise<Kiln> {
   const log = parts.logger ?? createLogger(config);
+  const tracing = config.tracing === null ? null : new Tracing(config.tracing, KILN_VERSION);
   const registry = await loadTasks(config.tasksDir === null ? {} : { tasksDir: config.tasksDir });
   const store =
     parts.store ??
@@ -86,6 +88,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     retainCompletedMs: config.retainCompletedMs,
     retainFailedMs: config.retainFailedMs,
     logger: log,
+    tracing,
     ...(parts.microBatch === undefined ? {} : { microBatch: parts.microBatch }),
     ...(parts.clock === undefined ? {} : { clock: parts.clock }),
     ...(config.callbackSecret === null
@@ -111,6 +114,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
           userAgent: `kiln/${KILN_VERSION}`,
           onOutcome: (outcome) => running.metrics.callbackDelivery(outcome),
           log,
+          tracing,
           onDraining: (inFlight, graceMs) =>
             log.info({ inFlight, graceMs }, 'shutting down: waiting for callback deliveries in flight'),
           ...(parts.callbackBackoff === undefined ? {} : { backoff: parts.callbackBackoff }),
@@ -153,6 +157,10 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
         await Promise.all([running.stop(config.shutdownGraceMs), callbacks?.stop(config.shutdownGraceMs)]);
         await app.close();
         await store.close();
+        // The spans of the last attempts and deliveries go out before the process ends.
+        await tracing
+          ?.shutdown()
+          .catch((error: unknown) => log.warn({ err: error }, 'exporting the last spans failed'));
       })();
       return stopping;
     },

@@ -12,6 +12,7 @@ import { guardedLookup, urlProblemBeforeLookup } from './address-guard.js';
 import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../time/settle-within.js';
 import { signatureHeader } from './signature.js';
+import type { DeliverySpan, Tracing } from '../tracing/tracing.js';
 
 /** What the service needs of the store: its deliveries, its events and its clock. */
 type DeliveryStore = DeliveriesFacet & Pick<EventsFacet, 'subscribe'> & Pick<StoreLifecycle, 'now'>;
@@ -45,6 +46,8 @@ export interface CallbackDeliveryOptions {
   log?: FaultLogger;
   /** A stop waits for this many attempts in flight, up to `graceMs`. */
   onDraining?: (inFlight: number, graceMs: number) => void;
+  /** A CLIENT span per attempt, its traceparent sent to the receiver (src/tracing/); absent or null: off. */
+  tracing?: Tracing | null;
   random?: () => number;
 }
 
@@ -299,6 +302,40 @@ export class CallbackDeliveryService {
     if (before.problem !== null) return { httpStatus: null, error: `callback.url ${before.problem}` };
     const timestamp = Math.floor(Date.now() / 1000);
     const timeout = AbortSignal.timeout(this.#options.timeoutMs);
+    const span = this.#span(delivery);
+    // With tracing off, the receiver still joins the trace the job (or batch) was submitted in.
+    const stored = delivery.batch?.trace ?? delivery.job?.trace ?? null;
+    const traceparent = span?.traceparent ?? (stored === null ? null : stored.split(' ', 1)[0]!);
+    const answer = await this.#send(delivery, body, timestamp, timeout, traceparent);
+    span?.end(answer.httpStatus, answer.error);
+    return answer;
+  }
+
+  /** The attempt's CLIENT span, child of its job's (or batch's) trace; null while tracing is off. */
+  #span(delivery: DueDelivery): DeliverySpan | null {
+    const tracing = this.#options.tracing;
+    if (tracing == null) return null;
+    const stored = delivery.batch?.trace ?? delivery.job?.trace ?? null;
+    // The query is left out: a callback URL may carry a secret there.
+    const url = new URL(delivery.url);
+    return tracing.delivery(stored, {
+      'url.full': `${url.origin}${url.pathname}`,
+      'server.address': url.hostname,
+      ...(url.port === '' ? {} : { 'server.port': Number(url.port) }),
+      'kiln.callback.event': delivery.event === 'batch.finished' ? delivery.event : `job.${delivery.event}`,
+      'kiln.callback.delivery': delivery.id,
+      'kiln.callback.attempt': delivery.attempt,
+      [delivery.batch === null ? 'messaging.message.id' : 'kiln.batch.id']: delivery.jobId,
+    });
+  }
+
+  async #send(
+    delivery: DueDelivery,
+    body: string,
+    timestamp: number,
+    timeout: AbortSignal,
+    traceparent: string | null,
+  ): Promise<{ httpStatus: number | null; error: string | null }> {
     try {
       const response = await fetch(delivery.url, {
         method: 'POST',
@@ -309,6 +346,7 @@ export class CallbackDeliveryService {
           'kiln-event': delivery.event === 'batch.finished' ? delivery.event : `job.${delivery.event}`,
           'kiln-delivery': delivery.id,
           'kiln-signature': signatureHeader(this.#options.secret, timestamp, body),
+          ...(traceparent === null ? {} : { traceparent }),
         },
         redirect: 'manual',
         signal: AbortSignal.any([timeout, this.#abort.signal]),

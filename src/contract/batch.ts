@@ -15,6 +15,8 @@ export interface Batch {
   /** When the last of its jobs became terminal; null while one is not. */
   finishedAt: number | null;
   callback: BatchCallback | null;
+  /** Internal: the trace context the batch was submitted in (as Job.trace), else null. */
+  trace: string | null;
 }
 
 /** The events a batch callback can be told of (API.md "Batches"). */
@@ -32,4 +34,6 @@ export interface NewBatch {
   id: string;
   createdAt: number;
   callback: BatchCallback | null;
+  /** The trace context of the request (Batch.trace); absent or null: none. */
+  trace?: string | null;
 }

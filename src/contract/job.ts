@@ -112,6 +112,11 @@ export interface Job {
   schedule: string | null;
   /** The batch the job was created in (POST /v1/jobs/batch), else null. */
   batch: string | null;
+  /**
+   * Internal: the trace context the job was submitted in (a W3C traceparent, then a space
+   * and the tracestate if any; src/tracing/trace-context.ts), else null.
+   */
+  trace: string | null;
 }
 
 /** What a list page holds: the job without its payload and result. */
@@ -147,6 +152,8 @@ export interface NewJob {
   callback?: Callback | null;
   /** The batch the job is created in; absent or null: none. */
   batch?: string | null;
+  /** The trace context the job is created in (Job.trace); absent or null: none. */
+  trace?: string | null;
 }
 
 /** A completed dependency, as a dependent's handler sees it in `ctx.parents`. */

@@ -27,6 +27,8 @@ import { type CallbackUrlCheck, Submission, type SubmitItem, type Submitted } fr
 import { type Clock, systemClock } from '../time/clock.js';
 import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
 import { waitForTerminal } from './long-poll.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { readStoredTrace, traceLogFields, type TraceParent } from '../tracing/trace-context.js';
 
 /**
  * How often a server of a shared store reads again what other servers change (task limit
@@ -69,6 +71,8 @@ export interface SchedulerOptions {
   microBatch?: MicroBatchOptions;
   /** Callbacks: absent, a `callback` is refused (400 callbacks_disabled, no KILN_CALLBACK_SECRET). */
   callbacks?: CallbackUrlCheck;
+  /** Spans of submissions and attempts (src/tracing/); absent or null: tracing is off. */
+  tracing?: Tracing | null;
 }
 
 export type SchedulerLogger = FaultLogger;
@@ -154,6 +158,7 @@ export class Scheduler {
       log: this.#log,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       isolated: (type) => this.#registry.get(type)?.isolate === true,
+      tracing: options.tracing ?? null,
       ...(options.random === undefined ? {} : { random: options.random }),
       ...(options.microBatch === undefined ? {} : { microBatch: options.microBatch }),
     });
@@ -171,6 +176,7 @@ export class Scheduler {
       metrics: this.metrics,
       dispatcher: this.#dispatcher,
       callbacks: options.callbacks,
+      tracing: options.tracing ?? null,
       draining: () => this.#draining,
     });
     const submission = this.#submission;
@@ -348,7 +354,7 @@ export class Scheduler {
    * Validate, apply defaults and admit jobs, all or nothing. In a batch, issue
    * paths start `jobs.<index>.`; a single submission's start at the field.
    */
-  submit(items: SubmitItem[], options: { batch: boolean }): Promise<Submitted[]> {
+  submit(items: SubmitItem[], options: { batch: boolean; trace?: TraceParent | null }): Promise<Submitted[]> {
     return this.#submission.submit(items, options);
   }
 
@@ -356,8 +362,9 @@ export class Scheduler {
   submitBatch(
     items: SubmitItem[],
     callback: BatchCallback | null = null,
+    trace: TraceParent | null = null,
   ): Promise<{ batch: string; submitted: Submitted[] }> {
-    return this.#submission.submitBatch(items, callback);
+    return this.#submission.submitBatch(items, callback, trace);
   }
 
   /** A batch with its jobs counted by status; null: no such batch. */
@@ -479,7 +486,18 @@ export class Scheduler {
   onThreadEnd(end: ThreadEnd): void {
     this.metrics.threadEnded(end.reason);
     const line = threadEndLine(end);
-    this.#log[line.level](line.fields, line.message);
+    const culprit = end.culprit?.jobId;
+    if (culprit === undefined) {
+      this.#log[line.level](line.fields, line.message);
+      return;
+    }
+    // A line naming a job carries its trace: read back first (the store may be down: then without).
+    void this.#store
+      .getMany([culprit])
+      .catch(() => [])
+      .then(([job]) => {
+        this.#log[line.level]({ ...line.fields, ...traceLogFields(readStoredTrace(job?.trace ?? null)) }, line.message);
+      });
   }
 
   /** Whether the store can take writes now (for /ready). */

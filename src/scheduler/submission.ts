@@ -9,6 +9,8 @@ import { canonicalJson } from '../store/core/canonical-json.js';
 import { newJobId } from '../jobs/ids.js';
 import { type FieldIssue, KilnError, unavailable, validationError } from './errors.js';
 import { type TaskRegistry, validatePayload } from '../workers/registry.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { storedTrace, type TraceParent } from '../tracing/trace-context.js';
 
 /** The dedupe key of a job without an explicit one: SHA-256 of its type and canonical payload. */
 export function dedupeKeyOf(type: string, payload: unknown): string {
@@ -61,6 +63,8 @@ export interface SubmissionOptions {
   callbacks?: CallbackUrlCheck | undefined;
   /** Whether the server drains (submissions are refused then). */
   draining(): boolean;
+  /** Spans of submissions (src/tracing/); null: tracing is off. */
+  tracing: Tracing | null;
 }
 
 /**
@@ -81,10 +85,10 @@ export class Submission {
    * Validate, apply defaults and admit jobs, all or nothing. In a batch, issue
    * paths start `jobs.<index>.`; a single submission's start at the field.
    */
-  async submit(items: SubmitItem[], options: { batch: boolean }): Promise<Submitted[]> {
+  async submit(items: SubmitItem[], options: { batch: boolean; trace?: TraceParent | null }): Promise<Submitted[]> {
     this.refuseWhileDraining();
     const newJobs = await this.prepare(items, options);
-    return this.#insert(newJobs, options.batch);
+    return this.#insert(newJobs, options.batch, options.trace ?? null);
   }
 
   /**
@@ -94,6 +98,7 @@ export class Submission {
   async submitBatch(
     items: SubmitItem[],
     callback: BatchCallback | null = null,
+    trace: TraceParent | null = null,
   ): Promise<{ batch: string; submitted: Submitted[] }> {
     this.refuseWhileDraining();
     const urlProblem = callback === null ? null : this.#batchCallbackProblem(callback.url);
@@ -103,7 +108,7 @@ export class Submission {
     const createdAt = newJobs[0]?.createdAt ?? this.#options.store.now();
     const batch: NewBatch = { id: newJobId(createdAt), createdAt, callback };
     for (const job of newJobs) job.batch = batch.id;
-    return { batch: batch.id, submitted: await this.#insert(newJobs, true, batch) };
+    return { batch: batch.id, submitted: await this.#insert(newJobs, true, trace, batch) };
   }
 
   /** Why a batch's callback URL is refused, or null; refused whole when callbacks are disabled. */
@@ -122,9 +127,35 @@ export class Submission {
     return problem;
   }
 
-  async #insert(newJobs: NewJob[], isBatch: boolean, batch?: NewBatch): Promise<Submitted[]> {
-    const inserted = await this.#options.store.insert(newJobs, batch).catch(unavailable);
-    if (!inserted.ok) throw this.refusal(inserted, newJobs.length, isBatch);
+  /**
+   * The store takes the jobs, each with its trace context: its PRODUCER span's when
+   * tracing is on, else the request's own (a handler's calls still join that trace).
+   */
+  async #insert(
+    newJobs: NewJob[],
+    isBatch: boolean,
+    trace: TraceParent | null,
+    batch?: NewBatch,
+  ): Promise<Submitted[]> {
+    const tracing = this.#options.tracing;
+    const spans = tracing === null ? null : tracing.submitting(newJobs, trace, batch ?? null);
+    if (spans === null && trace !== null) {
+      const stored = storedTrace(trace);
+      for (const job of newJobs) job.trace = stored;
+      if (batch !== undefined) batch.trace = stored;
+    }
+    let inserted: InsertResult;
+    try {
+      inserted = await this.#options.store.insert(newJobs, batch).catch(unavailable);
+    } catch (error) {
+      spans?.end(null, error instanceof KilnError ? error.code : 'internal_error');
+      throw error;
+    }
+    if (!inserted.ok) {
+      spans?.end(null, inserted.reason);
+      throw this.refusal(inserted, newJobs.length, isBatch);
+    }
+    spans?.end(inserted.outcomes.map((outcome) => ({ created: outcome.created, id: outcome.job.id })));
     this.admitted(inserted.outcomes);
     return inserted.outcomes;
   }
@@ -273,8 +304,9 @@ export class Submission {
       ...(dedupe === undefined ? {} : { dedupe: dedupe === true ? {} : dedupe }),
       ...(idempotencyKey === null ? {} : { idempotencyKey }),
     };
-    const [job] = await this.prepare([item], { batch: false, path: 'job.' });
-    return job as NewJob;
+    const [job] = (await this.prepare([item], { batch: false, path: 'job.' })) as [NewJob];
+    this.#options.tracing?.scheduled(job, schedule);
+    return job;
   }
 
   /** The error a client gets for an insert the store refused. */

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { operationOf, scopeOf } from './auth.js';
+import { parseTraceparent, traceLogFields } from '../tracing/trace-context.js';
 
 /** Routes polled by probes and scrapers: their lines go to the debug level, not info. */
 const PROBE_ROUTES = new Set(['/health', '/ready', '/metrics']);
@@ -30,7 +31,11 @@ export function observeAnswer(request: FastifyRequest, reply: FastifyReply, sche
       const ms = Math.round(seconds * 10_000) / 10;
       const url = loggedUrl(request);
       request.log[level](
-        { http: { method: request.method, url, status, ms }, ...(token === null ? {} : { token }) },
+        {
+          http: { method: request.method, url, status, ms },
+          ...(token === null ? {} : { token }),
+          ...traceLogFields(parseTraceparent(request.headers.traceparent)),
+        },
         `${request.method} ${url} ${status} ${ms} ms${token === null ? '' : ` token=${token}`}`,
       );
     }

@@ -16,6 +16,9 @@ export interface AttemptInput {
   /** The payload as JSON text; the thread parses it (the main thread never does). */
   payloadText: string;
   parents: ParentResult[];
+  /** The attempt's W3C trace context (ctx.traceparent); absent: none. */
+  traceparent?: string;
+  tracestate?: string | null;
 }
 
 export interface AttemptError {

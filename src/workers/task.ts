@@ -50,6 +50,14 @@ export interface TaskContext {
    * return or throw what it answers.
    */
   snooze(ms: number): Snooze;
+  /**
+   * The W3C traceparent of this attempt (its CONSUMER span when Kiln exports traces; else
+   * the one the job was submitted with), for the handler's own outgoing calls to join the
+   * trace; null when the job has none.
+   */
+  traceparent: string | null;
+  /** The W3C tracestate that goes with `traceparent`, or null. */
+  tracestate: string | null;
 }
 
 /** What `ctx.snooze(ms)` answers, for the handler to return or throw. */

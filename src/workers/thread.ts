@@ -291,6 +291,8 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       progress: progressReporter(input),
       parents: input.parents,
       snooze: requestSnooze,
+      traceparent: input.traceparent ?? null,
+      tracestate: input.tracestate ?? null,
     };
     const result: unknown = await definition.handler(payload.value, ctx);
     return snoozed(result) ?? toJsonResult(result, data?.maxResultBytes ?? Number.POSITIVE_INFINITY);

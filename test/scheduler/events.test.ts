@@ -30,6 +30,7 @@ function job(id: string, status: Job['status'], attempts = 0, progress: Job['pro
     schedule: null,
     callback: null,
     batch: null,
+    trace: null,
   };
 }
 

@@ -26,6 +26,8 @@ async function call<P, R>(task: TaskDefinition<P, R>, payload: unknown, progress
     progress: (percent) => progress.push(percent),
     snooze: () => assert.fail('a built-in task never snoozes'),
     parents: [],
+    traceparent: null,
+    tracestate: null,
   };
   return task.handler(parsed.value, ctx);
 }

@@ -1,4 +1,5 @@
 import type { ClaimedJob } from '../../store/store.js';
+import type { AttemptSpan } from '../../tracing/tracing.js';
 
 export type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -17,6 +18,8 @@ export interface Batch {
   timer: NodeJS.Timeout;
   /** When this process claimed its jobs (Date.now()): their leases run from then at least. */
   claimedAt: number;
+  /** The attempts' spans, job by job (src/tracing/); null while tracing is off. */
+  spans: AttemptSpan[] | null;
 }
 
 /** Why a thread was stopped, for the log line of its end. */

@@ -14,6 +14,7 @@ import { threadsFor } from './thread-sizing.js';
 import { abortCause, type AbortReason, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
+import type { Tracing } from '../../tracing/tracing.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -37,6 +38,8 @@ export interface DispatcherOptions {
   mainMsPerJob?: number;
   /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
   isolated?: (type: string) => boolean;
+  /** Spans of attempts (src/tracing/); absent or null: tracing is off. */
+  tracing?: Tracing | null;
 }
 
 /**
@@ -94,6 +97,7 @@ export class Dispatcher {
   readonly #wake: WakeTimers;
   readonly #starts: AttemptStarts;
   readonly #claimFault: FaultLog;
+  readonly #tracing: Tracing | null;
   /** Set while claims back off after a failure: changes do not claim then, the timer does. */
   #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
@@ -130,6 +134,7 @@ export class Dispatcher {
       isolated: options.isolated,
       maxSnoozes: options.maxSnoozes,
     };
+    this.#tracing = options.tracing ?? null;
     this.#starts = new AttemptStarts({
       store: options.store,
       slots: options.pool.slots,
@@ -431,10 +436,13 @@ export class Dispatcher {
     }
     let timeoutMs = Number.POSITIVE_INFINITY;
     for (const job of jobs) timeoutMs = Math.min(timeoutMs, job.timeoutMs);
+    const claimedAt = Date.now();
+    const tracing = this.#tracing;
     const batch: Batch = {
       jobs,
       slot,
-      claimedAt: Date.now(),
+      claimedAt,
+      spans: tracing === null ? null : jobs.map((job) => tracing.attempt(job, claimedAt)),
       recalled: false,
       priority: jobs[0]?.priority ?? 0,
       abortReason: null,
@@ -454,15 +462,26 @@ export class Dispatcher {
     this.#attemptsSent += jobs.length;
     void this.#pool.slots.leftPosted(slot).then(() => this.#starts.record(batch));
     const attempts: AttemptInput[] = [];
-    for (const job of jobs) {
+    for (const [index, job] of jobs.entries()) {
       this.#byJob.set(job.id, batch);
-      attempts.push({
+      const input: AttemptInput = {
         jobId: job.id,
         type: job.type,
         attempt: job.attempts,
         payloadText: job.payloadText,
         parents: job.parents,
-      });
+      };
+      // The handler's calls join the attempt's trace; with tracing off, the request's.
+      const span = batch.spans?.[index];
+      if (span !== undefined) {
+        input.traceparent = span.traceparent;
+        input.tracestate = span.tracestate;
+      } else if (job.trace !== null) {
+        const space = job.trace.indexOf(' ');
+        input.traceparent = space < 0 ? job.trace : job.trace.slice(0, space);
+        input.tracestate = space < 0 ? null : job.trace.slice(space + 1);
+      }
+      attempts.push(input);
     }
     const settled = this.#pool
       .run({ attempts, slot })
@@ -489,8 +508,9 @@ export class Dispatcher {
 
   /** Jobs of a message that never started go back first in line, their attempts not counted. */
   #giveBack(batch: Batch): void {
-    for (const job of batch.jobs) {
+    for (const [index, job] of batch.jobs.entries()) {
       if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
+      batch.spans?.[index]?.end({ kind: 'released', errorType: 'interrupted' }, null);
     }
     this.#giveBackJobs(batch.jobs, batch.dropped);
   }

@@ -7,6 +7,8 @@ import type { MicroBatching } from './micro-batch.js';
 import { FaultLog, type FaultLogger } from '../../fault-log.js';
 import { refusalReason } from './refused-outcome.js';
 import { type AttemptEnd, decideAttempt } from './retry-policy.js';
+import type { AttemptEnding } from '../../tracing/tracing.js';
+import { readStoredTrace, traceLogFields } from '../../tracing/trace-context.js';
 
 /** What deciding the outcomes of a batch reads and teaches. */
 export interface OutcomeContext {
@@ -50,8 +52,10 @@ export function batchOutcomes(
   const seconds = elapsedMs / 1000 / batch.jobs.length;
   const items: FinishItem[] = [];
   for (const [index, job] of batch.jobs.entries()) {
+    const span = batch.spans?.[index];
     if (batch.dropped.has(job.id)) {
       metrics.attempt(job.type, 'error', seconds);
+      span?.end({ kind: 'cancelled' }, started);
       continue;
     }
     // A handler that saw the abort (ctx.signal) and failed because of it, before its
@@ -66,9 +70,31 @@ export function batchOutcomes(
     const { outcome, metric } = decideAttempt(job, end, alone, now, context.random, context.maxSnoozes);
     metrics.attempt(job.type, metric, seconds);
     if (outcome.kind === 'snoozed') metrics.snoozed(job.type);
+    span?.end(attemptEnding(outcome), started);
     items.push({ id: job.id, attempt: job.attempts, owner: context.owner, outcome, startedAt: started });
   }
   return items;
+}
+
+/** An attempt's outcome as its span tells it. */
+function attemptEnding(outcome: AttemptOutcome): AttemptEnding {
+  switch (outcome.kind) {
+    case 'completed':
+      return { kind: 'completed' };
+    case 'failed':
+      return {
+        kind: 'failed',
+        errorType: outcome.error.code,
+        message: outcome.error.message,
+        retryAt: outcome.retryAt,
+      };
+    case 'released':
+      return { kind: 'released', errorType: outcome.error.code };
+    case 'snoozed':
+      return { kind: 'snoozed', runAt: outcome.runAt };
+    case 'unstarted':
+      return { kind: 'released', errorType: 'unstarted' };
+  }
 }
 
 /** A claimed job given back before its thread started it: its attempt is not counted. */
@@ -178,7 +204,14 @@ export class OutcomeWriter {
       const reason = job === undefined ? 'unknown' : refusalReason(item.attempt, job);
       this.#options.metrics.outcomeRefused(reason);
       this.#options.log.warn(
-        { job: item.id, attempt: item.attempt, outcome: item.outcome.kind, reason, status: job?.status ?? null },
+        {
+          job: item.id,
+          attempt: item.attempt,
+          outcome: item.outcome.kind,
+          reason,
+          status: job?.status ?? null,
+          ...traceLogFields(readStoredTrace(job?.trace ?? null)),
+        },
         `the outcome of attempt ${item.attempt} of job ${item.id} was refused (${reason}): the attempt was no longer this server's`,
       );
     }

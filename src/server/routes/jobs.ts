@@ -21,6 +21,7 @@ import {
 } from '../../contract/schemas.js';
 import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
+import { parseTraceparent } from '../../tracing/trace-context.js';
 
 const LOCATION = { Location: { description: 'The path of the job: `/v1/jobs/{id}`.', type: 'string' } };
 
@@ -82,7 +83,10 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
           { path: 'idempotencyKey', message: 'differs from the Idempotency-Key header; give one or make them equal' },
         ]);
       }
-      const [submitted] = await scheduler.submit([toSubmitItem(request.body, field ?? header, '')], { batch: false });
+      const [submitted] = await scheduler.submit([toSubmitItem(request.body, field ?? header, '')], {
+        batch: false,
+        trace: parseTraceparent(request.headers.traceparent, request.headers.tracestate),
+      });
       if (submitted === undefined) throw new Error('submit answered no job');
       return reply
         .code(submitted.created ? 201 : 200)
@@ -104,7 +108,11 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
     },
     async (request, reply) => {
       const items = request.body.jobs.map((job, index) => toSubmitItem(job, job.idempotencyKey, `jobs.${index}.`));
-      const { batch, submitted } = await scheduler.submitBatch(items, request.body.callback ?? null);
+      const { batch, submitted } = await scheduler.submitBatch(
+        items,
+        request.body.callback ?? null,
+        parseTraceparent(request.headers.traceparent, request.headers.tracestate),
+      );
       return reply.code(201).send({ batch, jobs: submitted.map((s) => renderJob(s.job)) });
     },
   );

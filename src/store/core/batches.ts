@@ -10,6 +10,8 @@ export interface BatchRow {
   finished_at: number | null;
   /** The callback as JSON text, or null. */
   callback: string | null;
+  /** The trace context the batch was submitted in (Batch.trace). */
+  trace: string | null;
 }
 
 /** The jobs of a batch counted by status, one row per status present. */
@@ -29,6 +31,7 @@ export function batchOf(row: BatchRow, counts: readonly BatchCountRow[]): Batch 
     createdAt: Number(row.created_at),
     finishedAt: row.finished_at === null ? null : Number(row.finished_at),
     callback: row.callback === null ? null : (JSON.parse(row.callback) as BatchCallback),
+    trace: row.trace,
   };
 }
 
@@ -46,6 +49,7 @@ export function newBatchRow(batch: NewBatch, statuses: readonly JobStatus[], now
     created_at: batch.createdAt,
     finished_at: remaining === 0 ? now : null,
     callback: batch.callback === null ? null : JSON.stringify(batch.callback),
+    trace: batch.trace ?? null,
   };
 }
 

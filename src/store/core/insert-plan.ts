@@ -212,5 +212,6 @@ export function createdJob(source: NewJob, state: DecidedState): Job {
     readyAt: state.readyAt,
     schedule: source.schedule ?? null,
     batch: source.batch ?? null,
+    trace: source.trace ?? null,
   };
 }

@@ -69,6 +69,8 @@ export interface JobRow {
   /** The callback as JSON text, or null. */
   callback: string | null;
   batch: string | null;
+  /** Read with the whole job and by claims; lists leave it out. */
+  trace?: string | null;
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
@@ -142,6 +144,7 @@ export function toSummary(row: SummaryRow): JobSummary {
     readyAt: row.ready_at,
     schedule: row.schedule,
     batch: row.batch,
+    trace: row.trace ?? null,
   };
 }
 
@@ -255,6 +258,7 @@ export function copyOf(job: JobSummary, payloadText: string, parents: ParentResu
     readyAt: job.readyAt,
     schedule: job.schedule,
     batch: job.batch,
+    trace: job.trace,
     payloadText,
     resultText: null,
     parents,

@@ -21,7 +21,7 @@ function insertStatements(schema: string) {
     /**
      * One statement for a whole request (without idempotency keys or outside parents):
      * admission against the counted pending jobs, the rows, their dependency edges.
-     * With a batch ($27, made at $28, callback $29), its row, counting the jobs inserted and those of
+     * With a batch ($27, made at $28, callback $29, trace context $31), its row, counting the jobs inserted and those of
      * them not terminal (core/batches.ts says the same for SQLite).
      * Answers the pending count and one row per inserted job (none when the queue is full).
      */
@@ -31,10 +31,10 @@ i AS (
   SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
     $1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::int[], $8::bigint[],
     $9::bigint[], $10::float8[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[],
-    $16::bigint[], $17::bigint[], $23::text[], $24::text[], $25::text[], $26::text[]) WITH ORDINALITY
+    $16::bigint[], $17::bigint[], $23::text[], $24::text[], $25::text[], $26::text[], $30::text[]) WITH ORDINALITY
     AS i(id, type, decided, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
          backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at,
-         created_at, dedupe_key, group_key, schedule, callback, ord)),
+         created_at, dedupe_key, group_key, schedule, callback, trace, ord)),
 turns AS (
   SELECT q.ord, b.base + row_number() OVER (PARTITION BY q.priority, q.group_key ORDER BY q.ord) - 1 AS round
   FROM i q JOIN ${ROUND_BASES(s, "i WHERE decided = 'ready' AND NOT due_later")} AS b
@@ -43,7 +43,7 @@ turns AS (
 ins AS (
   INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
     backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at, created_at,
-    finished_at, ready_at, ready_seq, dedupe_key, group_key, round, schedule, callback, batch)
+    finished_at, ready_at, ready_seq, dedupe_key, group_key, round, schedule, callback, batch, trace)
   SELECT i.id, i.type,
     CASE WHEN decided <> 'ready' THEN decided WHEN due_later THEN 'scheduled' ELSE 'queued' END,
     priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms, backoff_factor, backoff_max_ms,
@@ -53,7 +53,7 @@ ins AS (
     CASE WHEN decided = 'failed' THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN ${now} END,
     CASE WHEN decided = 'ready' AND NOT due_later THEN nextval('${s}.ready_order') END,
-    dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback, $27::uuid
+    dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback, $27::uuid, i.trace
   FROM i LEFT JOIN turns ON turns.ord = i.ord WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
   ORDER BY i.ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -64,8 +64,9 @@ deps AS (
   WHERE d.child IN (SELECT id::uuid FROM ins)),
 open AS (SELECT count(*) AS n FROM ins WHERE status NOT IN ('completed', 'failed', 'cancelled')),
 b AS (
-  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback)
-  SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text
+  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback, trace)
+  SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text,
+    $31::text
   FROM open WHERE $27::uuid IS NOT NULL AND ($18 = 0 OR (SELECT n FROM pending) + $18 <= $19))
 SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`),
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
@@ -201,6 +202,8 @@ export class PgInsert {
       batch?.id ?? null,
       batch?.createdAt ?? null,
       batch?.callback == null ? null : JSON.stringify(batch.callback),
+      column((e) => e.job.trace ?? null),
+      batch?.trace ?? null,
     ]);
     const pending = Number(result.rows[0]?.pending ?? 0);
     const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));

@@ -12,6 +12,7 @@ import attemptStarted from './migrations/009-attempt-started.js';
 import snoozes from './migrations/010-snoozes.js';
 import groupLimits from './migrations/011-group-limits.js';
 import batches from './migrations/012-batches.js';
+import trace from './migrations/013-trace.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -40,6 +41,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 10, name: 'snoozes', sql: snoozes },
   { version: 11, name: 'group-limits', sql: groupLimits },
   { version: 12, name: 'batches', sql: batches },
+  { version: 13, name: 'trace', sql: trace },
 ];
 
 /** Every step's version, in order. */

@@ -349,5 +349,6 @@ function stubJob(id: string, type: string, status: JobStatus): Job {
     readyAt: null,
     schedule: null,
     batch: null,
+    trace: null,
   };
 }

@@ -21,7 +21,7 @@ function readStatements(schema: string) {
 SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
 LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p.priority
          ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
-    batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback FROM ${s}.batches WHERE id = $1`,
+    batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback, trace FROM ${s}.batches WHERE id = $1`,
     /** By the `jobs_batch` index. */
     batchCounts: `SELECT status, count(*) AS n FROM ${s}.jobs WHERE batch = $1 GROUP BY status`,
     list: (where: string[], limitParam: number) =>

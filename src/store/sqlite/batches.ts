@@ -7,7 +7,7 @@ import type { Preparer } from './prepare.js';
 /** The batch row of an insert, in its transaction, counting the jobs it created. */
 export function insertBatch(file: FileState, batch: NewBatch, statuses: readonly JobStatus[], now: number): void {
   const row = newBatchRow(batch, statuses, now);
-  file.s.insertBatch.run(row.id, row.total, row.remaining, row.created_at, row.finished_at, row.callback);
+  file.s.insertBatch.run(row.id, row.total, row.remaining, row.created_at, row.finished_at, row.callback, row.trace);
 }
 
 /** A batch with its jobs counted by status (the `jobs_batch` index); null: no such batch. */
@@ -20,10 +20,10 @@ export function getBatch(file: FileState, id: string): Batch | null {
 export function prepareBatchStatements({ prepare }: Preparer) {
   return {
     insertBatch: prepare(
-      'INSERT INTO batches (id, total, remaining, created_at, finished_at, callback) VALUES (?, ?, ?, ?, ?, ?)',
+      'INSERT INTO batches (id, total, remaining, created_at, finished_at, callback, trace) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
     selectBatch: prepare<BatchRow>(
-      'SELECT id, total, remaining, created_at, finished_at, callback FROM batches WHERE id = ?',
+      'SELECT id, total, remaining, created_at, finished_at, callback, trace FROM batches WHERE id = ?',
     ),
     countBatch: prepare<BatchCountRow>('SELECT status, COUNT(*) AS n FROM jobs WHERE batch = ? GROUP BY status'),
   };

@@ -24,5 +24,6 @@ export function insertRowOf(job: NewJob): InsertRow {
     schedule: job.schedule ?? null,
     callbackText: job.callback == null ? null : JSON.stringify(job.callback),
     batch: job.batch ?? null,
+    trace: job.trace ?? null,
   };
 }

@@ -10,6 +10,7 @@ import callbacks from './migrations/007-callbacks.js';
 import attemptStarted from './migrations/008-attempt-started.js';
 import snoozes from './migrations/009-snoozes.js';
 import batches from './migrations/010-batches.js';
+import trace from './migrations/011-trace.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
@@ -27,6 +28,7 @@ const MIGRATIONS: readonly string[] = [
   attemptStarted,
   snoozes,
   batches,
+  trace,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -45,6 +45,7 @@ export interface InsertRow {
   schedule: string | null;
   callbackText: string | null;
   batch: string | null;
+  trace: string | null;
 }
 
 /** What the store decided for one created job; the caller already knows the rest. */

@@ -30,7 +30,8 @@ export function batchesFacet(openStore: OpenStore): void {
   describe('batches', () => {
     it('counts the jobs a batch created by status and is finished when the last of them is terminal', async () => {
       const { store, clock } = await openStore();
-      const batch = { id: nextId(), createdAt: T0, callback: null };
+      const trace = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const batch = { id: nextId(), createdAt: T0, callback: null, trace };
       const first = newJob();
       const outcomes = await insertBatch(store, [first, newJob({ dependsOn: [first.id] })], batch);
       assert.deepEqual(
@@ -48,6 +49,7 @@ export function batchesFacet(openStore: OpenStore): void {
         createdAt: T0,
         finishedAt: null,
         callback: null,
+        trace,
       });
 
       clock.set(T0 + 10);
@@ -66,6 +68,7 @@ export function batchesFacet(openStore: OpenStore): void {
         createdAt: T0,
         finishedAt: T0 + 20,
         callback: null,
+        trace,
       });
 
       // A retry opens the batch again; its end closes it again.
@@ -114,6 +117,7 @@ export function batchesFacet(openStore: OpenStore): void {
         createdAt: T0 + 5,
         finishedAt: T0 + 5,
         callback: null,
+        trace: null,
       });
     });
 
@@ -168,6 +172,7 @@ export function batchesFacet(openStore: OpenStore): void {
         createdAt: T0,
         finishedAt: T0 + 20,
         callback: { url: HOOK },
+        trace: null,
       });
       for (const delivery of due) {
         assert.equal(

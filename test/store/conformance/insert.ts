@@ -4,6 +4,7 @@ import type { Job } from '../../../src/contract/job.js';
 import {
   assertCountsExact,
   claimOne,
+  claimRequest,
   completed,
   finishOne,
   insertOk,
@@ -22,7 +23,14 @@ export function insertFacet(openStore: OpenStore): void {
       const { store, clock } = await openStore();
       clock.set(T0 + 5);
       assert.equal(store.now(), T0 + 5);
-      const input = newJob({ priority: 7, payload: { a: [1, 2] }, metadata: { team: 'x' }, idempotencyKey: 'k1' });
+      const trace = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 vendor=abc';
+      const input = newJob({
+        priority: 7,
+        payload: { a: [1, 2] },
+        metadata: { team: 'x' },
+        idempotencyKey: 'k1',
+        trace,
+      });
       const [job] = await insertOk(store, [input]);
       assert.deepEqual(job, {
         id: input.id,
@@ -50,8 +58,11 @@ export function insertFacet(openStore: OpenStore): void {
         readyAt: T0 + 5,
         schedule: null,
         batch: null,
+        trace,
       });
       assert.deepEqual(await store.get(input.id), job);
+      const [claimed] = (await store.claim(claimRequest(1))).flat();
+      assert.equal(claimed?.trace, trace, 'a claim hands the trace context to the attempt');
       assert.equal(await store.get('missing'), null);
     });
 

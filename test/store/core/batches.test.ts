@@ -12,6 +12,7 @@ describe('batch rows', () => {
       created_at: 10,
       finished_at: null,
       callback: '{"url":"https://example.com/b"}',
+      trace: null,
     });
     assert.deepEqual(newBatchRow({ ...batch, callback: null }, ['failed'], 20), {
       id: 'b1',
@@ -20,12 +21,13 @@ describe('batch rows', () => {
       created_at: 10,
       finished_at: 20,
       callback: null,
+      trace: null,
     });
     assert.equal(newBatchRow(batch, [], 20).finished_at, 20);
   });
 
   it('lists every status in the counts, zeros included, from counts read as numbers or as text', () => {
-    const row = { id: 'b1', total: 3, remaining: 1, created_at: 10, finished_at: null, callback: null };
+    const row = { id: 'b1', total: 3, remaining: 1, created_at: 10, finished_at: null, callback: null, trace: null };
     assert.deepEqual(
       batchOf(row, [
         { status: 'completed', n: '2' },
@@ -38,6 +40,7 @@ describe('batch rows', () => {
         createdAt: 10,
         finishedAt: null,
         callback: null,
+        trace: null,
       },
     );
   });

@@ -235,6 +235,7 @@ describe('createdJob', () => {
       group: null,
       callback: null,
       batch: null,
+      trace: null,
       runAt: 5000,
       createdAt: 1000,
       startedAt: null,

@@ -28,6 +28,7 @@ function wire(id: string, payloadText = '{}'): JobWire {
     readyAt: 0,
     schedule: null,
     batch: null,
+    trace: null,
     payloadText,
     resultText: null,
   };
