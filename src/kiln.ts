@@ -15,6 +15,7 @@ import { loadTasks, type TaskRegistry } from './workers/registry.js';
 import { openStore } from './store/open-store.js';
 import { renderBatch, renderJob } from './server/render.js';
 import { Tracing } from './tracing/tracing.js';
+import { settleWithin } from './time/settle-within.js';
 
 export interface Kiln {
   app: KilnApp;
@@ -48,7 +49,7 @@ export interface KilnParts {
 /** The composition root: config → store → pool → scheduler → server. */
 export async function createKiln(config: Config, parts: KilnParts = {}): Promise<Kiln> {
   const log = parts.logger ?? createLogger(config);
-  const tracing = config.tracing === null ? null : new Tracing(config.tracing, KILN_VERSION);
+  const tracing = config.tracing === null ? null : new Tracing(config.tracing, KILN_VERSION, log);
   const registry = await loadTasks(config.tasksDir === null ? {} : { tasksDir: config.tasksDir });
   const store =
     parts.store ??
@@ -157,10 +158,8 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
         await Promise.all([running.stop(config.shutdownGraceMs), callbacks?.stop(config.shutdownGraceMs)]);
         await app.close();
         await store.close();
-        // The spans of the last attempts and deliveries go out before the process ends.
-        await tracing
-          ?.shutdown()
-          .catch((error: unknown) => log.warn({ err: error }, 'exporting the last spans failed'));
+        // The spans of the last attempts and deliveries go out, within a bound a dead collector cannot stretch.
+        if (tracing !== null) await settleWithin(tracing.shutdown(), 5000);
       })();
       return stopping;
     },

@@ -96,6 +96,19 @@ export function isFinished(job: Pick<Job, 'status'>): boolean {
   return EVERY_STATUS[job.status] === 'finished';
 }
 
+/** The W3C trace context a submission carries (API.md "Traces"). */
+export interface TraceOptions {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+function traceHeaders(options: TraceOptions): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (options.traceparent !== undefined) headers.traceparent = options.traceparent;
+  if (options.tracestate !== undefined) headers.tracestate = options.tracestate;
+  return headers;
+}
+
 interface RequestSpec extends CallOptions {
   method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
@@ -127,19 +140,26 @@ export class KilnClient {
 
   // ── jobs ─────────────────────────────────────────────────────────────────
 
-  /** POST /v1/jobs. An idempotency key given here is sent as the Idempotency-Key header. */
-  async submit(request: JobRequest, options: CallOptions & { idempotencyKey?: string } = {}): Promise<Job> {
-    const headers: Record<string, string> = {};
+  /**
+   * POST /v1/jobs. An idempotency key given here is sent as the Idempotency-Key header; a
+   * `traceparent` (and `tracestate`) as the W3C headers: the job joins that trace.
+   */
+  async submit(
+    request: JobRequest,
+    options: CallOptions & TraceOptions & { idempotencyKey?: string } = {},
+  ): Promise<Job> {
+    const headers = traceHeaders(options);
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
     return this.#json<Job>({ method: 'POST', path: '/v1/jobs', body: request, headers, ...signalOf(options) });
   }
 
   /** POST /v1/jobs/batch: all or nothing; the batch's id and the jobs in request order. */
-  async submitBatch(items: BatchItem[], options: CallOptions = {}): Promise<SubmittedBatch> {
+  async submitBatch(items: BatchItem[], options: CallOptions & TraceOptions = {}): Promise<SubmittedBatch> {
     return this.#json<SubmittedBatch>({
       method: 'POST',
       path: '/v1/jobs/batch',
       body: { jobs: items },
+      headers: traceHeaders(options),
       ...signalOf(options),
     });
   }

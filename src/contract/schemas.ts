@@ -149,8 +149,16 @@ export const batchRequestSchema = z
     ],
   });
 
+/** The W3C trace context of a submission (API.md "Traces"): one that is not valid is ignored, never refused. */
+const traceHeaders = {
+  traceparent: z.string().optional().describe('W3C traceparent: the jobs continue this trace (API.md "Traces")'),
+  tracestate: z.string().optional().describe('W3C tracestate, kept with the traceparent'),
+};
+
+export const traceHeadersSchema = z.object(traceHeaders).passthrough();
+
 export const idempotencyHeaderSchema = z
-  .object({ 'idempotency-key': z.string().min(1).max(255).optional() })
+  .object({ 'idempotency-key': z.string().min(1).max(255).optional(), ...traceHeaders })
   .passthrough();
 
 export const jobParamsSchema = z.object({ id: jobIdSchema }).strict();

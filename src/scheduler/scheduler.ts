@@ -188,6 +188,7 @@ export class Scheduler {
       registered: (type) => this.#registry.get(type) !== undefined,
       prepare: (request, schedule, idempotencyKey) => submission.prepareScheduled(request, schedule, idempotencyKey),
       admitted: (inserted) => submission.admitted(inserted.outcomes),
+      fired: (job, insert) => submission.scheduleFired(job, insert),
       refusal: (inserted) => submission.refusal(inserted, 1, false),
       storeFailed: unavailable,
     });

@@ -309,6 +309,11 @@ export class Submission {
     return job;
   }
 
+  /** A schedule's tick this server fired: its job's PRODUCER span ends with what the insert answered. */
+  scheduleFired(job: NewJob, insert: InsertResult | null): void {
+    this.#options.tracing?.scheduleFired(job, insert);
+  }
+
   /** The error a client gets for an insert the store refused. */
   refusal(inserted: Extract<InsertResult, { ok: false }>, count: number, batch: boolean): KilnError {
     const prefix = (index: number) => (batch ? `jobs.${index}.` : '');

@@ -1,7 +1,6 @@
 import {
   type Attributes,
   type Context,
-  type Link,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
@@ -10,7 +9,7 @@ import {
   trace,
   type Tracer,
 } from '@opentelemetry/api';
-import { TraceState } from '@opentelemetry/core';
+import { type ExportResult, ExportResultCode, TraceState } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
@@ -18,6 +17,7 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
+  type ReadableSpan,
   type Sampler,
   type SpanExporter,
   TraceIdRatioBasedSampler,
@@ -25,6 +25,7 @@ import {
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import type { TracingConfig } from './otel-config.js';
+import { FaultLog, type FaultLogger } from '../fault-log.js';
 import { readStoredTrace, storedTrace, type TraceParent } from './trace-context.js';
 
 /**
@@ -52,13 +53,15 @@ import { readStoredTrace, storedTrace, type TraceParent } from './trace-context.
 export class Tracing {
   readonly #provider: BasicTracerProvider;
   readonly #tracer: Tracer;
+  /** PRODUCER spans of schedule ticks not fired yet, by their job (a job dropped takes its span with it). */
+  readonly #ticks = new WeakMap<TracedJob, Span>();
 
-  constructor(config: TracingConfig, version: string, exporter?: SpanExporter) {
-    const spanExporter =
-      exporter ??
-      (config.protocol === 'http/json'
-        ? new JsonExporter({ url: config.url, headers: config.headers, timeoutMillis: config.timeoutMs })
-        : new ProtobufExporter({ url: config.url, headers: config.headers, timeoutMillis: config.timeoutMs }));
+  constructor(config: TracingConfig, version: string, log: FaultLogger) {
+    const options = { url: config.url, headers: config.headers, timeoutMillis: config.timeoutMs };
+    const spanExporter = new FaultLoggingExporter(
+      config.protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options),
+      new FaultLog(log, { what: `exporting spans to ${new URL(config.url).origin}`, level: 'warn' }),
+    );
     this.#provider = new BasicTracerProvider({
       resource: resourceFromAttributes({
         ...config.resource,
@@ -129,7 +132,11 @@ export class Tracing {
     };
   }
 
-  /** A schedule's tick made a job: the PRODUCER span at the root of its trace. */
+  /**
+   * A schedule's tick prepared a job: the PRODUCER span at the root of its trace, started
+   * now and ended by `scheduleFired` once this server fired the tick. A tick another
+   * server fired first is never ended, so never exported: the span is dropped with the job.
+   */
   scheduled(job: TracedJob, schedule: string): void {
     const span = this.#tracer.startSpan(
       `send ${job.type}`,
@@ -141,6 +148,16 @@ export class Tracing {
       ROOT_CONTEXT,
     );
     job.trace = storedTrace(parentOf(span));
+    this.#ticks.set(job, span);
+  }
+
+  /** The tick of a job `scheduled` prepared was fired here: what inserting it answered (null: no job, an overlap). */
+  scheduleFired(job: TracedJob, insert: { ok: true } | { ok: false; reason: string } | null): void {
+    const span = this.#ticks.get(job);
+    if (span === undefined) return;
+    this.#ticks.delete(job);
+    if (insert === null) span.setAttribute('kiln.job.created', false);
+    else if (!insert.ok) failed(span, insert.reason);
     span.end();
   }
 
@@ -203,6 +220,36 @@ export class Tracing {
   /** Exports what is buffered now (tests and a graceful stop). */
   async flush(): Promise<void> {
     await this.#provider.forceFlush();
+  }
+}
+
+/**
+ * An exporter whose failures are logged as one fault (when it starts, changes and ends),
+ * not once per batch of spans; the spans of a failed export are dropped, as the SDK does.
+ */
+class FaultLoggingExporter implements SpanExporter {
+  readonly #inner: SpanExporter;
+  readonly #fault: FaultLog;
+
+  constructor(inner: SpanExporter, fault: FaultLog) {
+    this.#inner = inner;
+    this.#fault = fault;
+  }
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.#inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) this.#fault.succeeded();
+      else this.#fault.failed(result.error ?? new Error('the collector refused the spans'));
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.#inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.#inner.forceFlush?.() ?? Promise.resolve();
   }
 }
 
@@ -366,5 +413,3 @@ function samplerOf(config: TracingConfig): Sampler {
       return new ParentBasedSampler({ root: ratio });
   }
 }
-
-export type { Link };

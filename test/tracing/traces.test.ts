@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { KilnClient } from '../../src/client/index.js';
 import { startServer, type TestServer } from '../support/kiln.js';
 import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startReceiver } from '../support/receiver.js';
+import { closedPortUrl } from '../support/http.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -195,6 +197,25 @@ describe('traces (SQLite, OTLP over http/json)', () => {
     }
   });
 
+  it('roots the trace of a job a schedule made in the tick’s PRODUCER span', async () => {
+    const put = await server.request('PUT', '/v1/schedules/traced', { cron: '0 0 1 1 *', job: { type: 'test.trace' } });
+    assert.equal(put.status, 201, put.text);
+    // A request's traceparent does not carry into a tick: the schedule, not the caller, made the job.
+    const fired = await server.request('POST', '/v1/schedules/traced/trigger', undefined, { traceparent: TRACEPARENT });
+    assert.equal(fired.status, 201, fired.text);
+    const id = fired.body.id as string;
+    const job = await server.waitForJob(id);
+    const all = await otlp.waitFor((spans) => ofJob(spans, id).some((span) => span.kind === 'CONSUMER'), 30_000);
+    const producer = one(ofJob(all, id), isProducer, 'PRODUCER span');
+    assert.equal(producer.name, 'send test.trace');
+    assert.equal(producer.parentSpanId, null, 'the root of its own trace');
+    assert.notEqual(producer.traceId, CLIENT_TRACE);
+    assert.equal(producer.attributes['kiln.schedule'], 'traced');
+    const consumer = one(ofJob(all, id), attempt(1), 'attempt');
+    assert.equal(consumer.parentSpanId, producer.spanId);
+    assert.equal((job.result as { traceparent: string }).traceparent, `00-${producer.traceId}-${consumer.spanId}-01`);
+  });
+
   it('starts a trace of its own for a request without a traceparent, or with one that is not valid', async () => {
     const invalid = '00-00000000000000000000000000000000-00f067aa0ba902b7-01';
     for (const headers of [{}, { traceparent: invalid }] as Record<string, string>[]) {
@@ -227,6 +248,10 @@ describe('traces off', () => {
       assert.deepEqual(job.result, { traceparent: TRACEPARENT, tracestate: 'vendor=abc' });
       const plain = await server.request('POST', '/v1/jobs', { type: 'test.trace' });
       assert.deepEqual((await server.waitForJob(plain.body.id)).result, { traceparent: null, tracestate: null });
+      // The typed client sends the context as the W3C headers, for a batch too.
+      const client = new KilnClient({ url: server.url });
+      const { jobs } = await client.submitBatch([{ type: 'test.trace' }], { traceparent: TRACEPARENT });
+      assert.deepEqual((await server.waitForJob(jobs[0]!.id)).result, { traceparent: TRACEPARENT, tracestate: null });
     } finally {
       await server.close();
     }
@@ -279,6 +304,29 @@ describe('traces across processes (OTLP over http/protobuf)', () => {
       await otlp.close();
     }
   }
+
+  it('logs a collector that cannot be reached as one fault, never its headers’ secret', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kiln-trace-'));
+    dirs.push(dir);
+    const kiln = await spawnKiln({
+      KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`,
+      OTEL_EXPORTER_OTLP_ENDPOINT: await closedPortUrl(),
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20otel-secret-5e1f',
+      OTEL_BSP_SCHEDULE_DELAY: '10',
+    });
+    for (let n = 0; n < 8; n++) {
+      const created = await kiln.request('POST', '/v1/jobs', { type: 'test.trace' }, { traceparent: TRACEPARENT });
+      assert.equal((await kiln.waitForJob(created.body.id)).status, 'completed', 'jobs run whatever the collector');
+    }
+    const fault = await kiln.waitForLog(/exporting spans to/);
+    assert.equal(fault.level, 40, 'a warning');
+    kiln.child.kill('SIGTERM');
+    await kiln.exited;
+    const lines = kiln.logs.filter((line) => /exporting spans to/.test(line.msg));
+    assert.equal(lines.length, 1, `one line for the fault: ${JSON.stringify(lines)}`);
+    const everything = JSON.stringify(kiln.logs) + kiln.stderr();
+    assert.ok(!everything.includes('otel-secret-5e1f'), 'the exporter’s headers never reach the log');
+  });
 
   it('SQLite: a SIGKILL between submit and run, the restarted server runs it in the same trace', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kiln-trace-'));

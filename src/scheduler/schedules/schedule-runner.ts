@@ -39,6 +39,11 @@ export interface ScheduleRunnerOptions {
   prepare(request: Record<string, unknown>, schedule: string, idempotencyKey: string | null): Promise<NewJob>;
   /** Jobs the store took: counted and handed to dispatch. */
   admitted(inserted: Extract<InsertResult, { ok: true }>): void;
+  /**
+   * A tick this server fired, with its prepared job and what inserting it answered (null:
+   * none was made); a tick another server fired first is never told of.
+   */
+  fired?(job: NewJob, insert: InsertResult | null): void;
   /** The error a client gets for an insert the store refused. */
   refusal(inserted: Extract<InsertResult, { ok: false }>): KilnError;
   /** Turns a store failure into the error a client gets (503 store_unavailable); rethrows anything else. */
@@ -155,6 +160,7 @@ export class ScheduleRunner {
       .fireSchedule({ name, expected: null, nextRunAt: null, runAt: this.#clock.now(), job, skipOverlap: false })
       .catch(this.#options.storeFailed);
     if (!fired.fired) throw noSuchSchedule(name);
+    this.#options.fired?.(job, fired.insert);
     this.#remember(fired.schedule);
     const inserted = fired.insert as InsertResult;
     if (!inserted.ok) throw this.#options.refusal(inserted);
@@ -241,6 +247,7 @@ export class ScheduleRunner {
       return undefined;
     }
     this.#storeFault.succeeded();
+    if (fired.fired && job !== null) this.#options.fired?.(job, fired.insert);
     if (!fired.fired) {
       // Another server fired this tick, or the schedule changed: read it as it is now.
       let current: Schedule | null;
