@@ -37,6 +37,7 @@ const BENCHMARKS = [
   'pg-bloat',
   'limited-backlog',
   'group-backlog',
+  'held-group-backlog',
   'ready-index-structures',
 ];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.

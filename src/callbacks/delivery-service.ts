@@ -13,6 +13,7 @@ import { retryDelayMs } from '../jobs/backoff.js';
 import { settleWithin } from '../time/settle-within.js';
 import { signatureHeader } from './signature.js';
 import type { DeliverySpan, Tracing } from '../tracing/tracing.js';
+import { storedHeaders } from '../tracing/trace-context.js';
 
 /** What the service needs of the store: its deliveries, its events and its clock. */
 type DeliveryStore = DeliveriesFacet & Pick<EventsFacet, 'subscribe'> & Pick<StoreLifecycle, 'now'>;
@@ -305,7 +306,7 @@ export class CallbackDeliveryService {
     const span = this.#span(delivery);
     // With tracing off, the receiver still joins the trace the job (or batch) was submitted in.
     const stored = delivery.batch?.trace ?? delivery.job?.trace ?? null;
-    const traceparent = span?.traceparent ?? (stored === null ? null : stored.split(' ', 1)[0]!);
+    const traceparent = span?.traceparent ?? storedHeaders(stored)?.traceparent ?? null;
     const answer = await this.#send(delivery, body, timestamp, timeout, traceparent);
     span?.end(answer.httpStatus, answer.error);
     return answer;

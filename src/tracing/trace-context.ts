@@ -67,9 +67,17 @@ export function storedTrace(context: TraceParent): string {
 
 /** A stored context (`Job.trace`) read back; null for none or a text that is not one. */
 export function readStoredTrace(stored: string | null): TraceParent | null {
+  const headers = storedHeaders(stored);
+  return headers === null ? null : parseTraceparent(headers.traceparent, headers.tracestate);
+}
+
+/** A stored context as the two headers that carry it on, without parsing them again; null for none. */
+export function storedHeaders(stored: string | null): { traceparent: string; tracestate: string | null } | null {
   if (stored === null) return null;
   const space = stored.indexOf(' ');
-  return space < 0 ? parseTraceparent(stored) : parseTraceparent(stored.slice(0, space), stored.slice(space + 1));
+  return space < 0
+    ? { traceparent: stored, tracestate: null }
+    : { traceparent: stored.slice(0, space), tracestate: stored.slice(space + 1) };
 }
 
 /** What log lines about a job carry of its context: `trace_id` and `span_id`, or nothing. */

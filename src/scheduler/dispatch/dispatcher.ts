@@ -15,6 +15,7 @@ import { abortCause, type AbortReason, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
 import type { Tracing } from '../../tracing/tracing.js';
+import { storedHeaders } from '../../tracing/trace-context.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -473,13 +474,11 @@ export class Dispatcher {
       };
       // The handler's calls join the attempt's trace; with tracing off, the request's.
       const span = batch.spans?.[index];
-      if (span !== undefined) {
-        input.traceparent = span.traceparent;
-        input.tracestate = span.tracestate;
-      } else if (job.trace !== null) {
-        const space = job.trace.indexOf(' ');
-        input.traceparent = space < 0 ? job.trace : job.trace.slice(0, space);
-        input.tracestate = space < 0 ? null : job.trace.slice(space + 1);
+      const headers =
+        span === undefined ? storedHeaders(job.trace) : { traceparent: span.traceparent, tracestate: span.tracestate };
+      if (headers !== null) {
+        input.traceparent = headers.traceparent;
+        input.tracestate = headers.tracestate;
       }
       attempts.push(input);
     }

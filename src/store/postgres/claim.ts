@@ -7,7 +7,7 @@
  * - aged (priority aging): candidates level by level, ordered by effective priority;
  * - cluster-limited (task and group limits): candidates type by type under an advisory
  *   lock per limited type and group, each one's allowance cut to what the cluster
- *   leaves; a held group's jobs are left out of each type's probe.
+ *   leaves; a held group's backlog is passed over without reading it (held-groups.ts).
  *
  * Due jobs are promoted first; claimed jobs carry their parents' results.
  */
@@ -18,6 +18,7 @@ import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 import { prefixed, prepared } from './sql.js';
 import { run } from './connection.js';
+import { HeldGroupReader } from './held-groups.js';
 
 /** Candidates read by a micro-batched claim at most. */
 const MAX_CANDIDATES = 512;
@@ -188,10 +189,12 @@ LIMIT $3`,
 export class PgClaim {
   readonly #ctx: StoreContext;
   readonly #sql: ReturnType<typeof claimStatements>;
+  readonly #held: HeldGroupReader;
 
   constructor(ctx: StoreContext) {
     this.#ctx = ctx;
     this.#sql = claimStatements(ctx.options.schema);
+    this.#held = new HeldGroupReader(ctx.options.schema);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[][]> {
@@ -347,15 +350,21 @@ export class PgClaim {
       const open = types.filter((type) => left.get(type) !== 0);
       const total = Math.min(MAX_CANDIDATES, request.batches * perBatch);
       const counts = open.map((type) => Math.min(total, left.get(type) ?? total));
+      // With groups held (and no aging), a held group's backlog is passed over without reading it (held-groups.ts).
+      const byGroup =
+        open.length > 0 && heldGroups.length > 0 && aging === 0
+          ? await this.#held.candidates(client, open, counts, heldGroups, total)
+          : null;
       const candidates =
         open.length === 0
           ? []
-          : (
+          : (byGroup ??
+            (
               await client.query<{ id: string; type: string; group: string | null }>(
                 aging > 0 ? this.#sql.claimCandidatesByTypeAged : this.#sql.claimCandidatesByType,
                 aging > 0 ? [open, counts, total, aging, heldGroups] : [open, counts, total, heldGroups],
               )
-            ).rows;
+            ).rows);
       // Limited types and groups are counted one job at a time: never in a micro-batch.
       const costs = new Map([...micro.costs].filter(([type]) => !limits.has(type)));
       const solo = new Set(micro.solo);

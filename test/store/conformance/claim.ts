@@ -275,6 +275,45 @@ export function claimFacet(openStore: OpenStore): void {
       );
     });
 
+    it('passes over a held backlog longer than the first jobs in line, ahead of and among the others', async () => {
+      const { store, clock } = await openStore();
+      // Each backlog turns with the held one's (fair share): the further one runs ahead, the
+      // more held jobs stand before its next, ever more than a claim reads in line.
+      clock.set(T0);
+      await insertOk(
+        store,
+        Array.from({ length: 150 }, () => newJob({ group: 'tenant-held', priority: 9 })),
+      );
+      await insertOk(
+        store,
+        Array.from({ length: 150 }, () => newJob({ group: 'tenant-held', priority: 5 })),
+      );
+      clock.set(T0 + 1);
+      const ungrouped = await insertOk(
+        store,
+        Array.from({ length: 120 }, () => newJob({ priority: 9 })),
+      );
+      const free = await insertOk(
+        store,
+        Array.from({ length: 120 }, () => newJob({ group: 'tenant-free', priority: 5 })),
+      );
+      clock.set(T0 + 2);
+      const taken: string[] = [];
+      for (let round = 0; round < 200 && taken.length < 240; round++) {
+        const claimed = (await store.claim(claimRequest(2, groupLimited(0)))).flat();
+        assert.ok(claimed.length > 0, `claim ${round} found the jobs not held (${taken.length} taken)`);
+        for (const job of claimed) assert.notEqual(job.group, 'tenant-held', 'a held job was claimed');
+        taken.push(...claimed.map((job) => job.id));
+      }
+      assert.deepEqual(
+        taken,
+        [...ungrouped, ...free].map((job) => job.id),
+        'the others in their order: priority 9 first',
+      );
+      assert.deepEqual(await store.claim(claimRequest(2, groupLimited(0))), [], 'only held jobs are left');
+      await assertCountsExact(store);
+    });
+
     it("takes a job only when both its type's and its group's limits allow it", async () => {
       const { store, clock } = await openStore();
       const jobs: string[] = [];

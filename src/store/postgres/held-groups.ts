@@ -1,0 +1,192 @@
+import type pg from 'pg';
+import { run } from './connection.js';
+
+/**
+ * Candidates of a claim while groups are held back by their limits, without reading a
+ * held group's backlog. A held group's jobs stay queued in the claim index (type,
+ * priority, round, ready time, place in line); a probe that leaves them out with a
+ * condition on `group_key` reads past every one of them that comes first in line: with
+ * one tenant's 100,000 jobs held at priority 9 and nothing else there, every claim would
+ * read the 100,000. So each level of a type's line (its jobs at one priority) is read in
+ * two ways, the second only where the first cannot tell:
+ *
+ * 1. its first WINDOW jobs in line, whoever they belong to: when the jobs of the groups
+ *    not held are among them (fair share puts each group's next job near the front),
+ *    they are the candidates, in order, and nothing more is read;
+ * 2. where those are all (or nearly all) held: the groups that have queued jobs at that
+ *    priority, found by skipping from one to the next in `jobs_group_round` (one probe
+ *    each, at most MAX_GROUPS), and for each group not held, and for the jobs without a
+ *    group (`jobs_ungrouped_round`), its first jobs of the type in line. The best of
+ *    those are the level's candidates: a held group's jobs are never read.
+ *
+ * Past MAX_GROUPS groups at one priority the level is read as before, in line, held jobs
+ * skipped one by one. Nothing is remembered between claims, so no job put anywhere in
+ * line, by any server, is missed.
+ */
+
+/** Jobs of a level read in line before its groups are looked at one by one. */
+const WINDOW = 64;
+/** Groups at one priority looked at one by one, at most. */
+export const MAX_GROUPS = 1000;
+/** The levels of a type's line, best first. */
+const LEVELS = Array.from({ length: 10 }, (_, index) => 9 - index);
+
+export interface HeldCandidate {
+  id: string;
+  type: string;
+  group: string | null;
+}
+
+interface CandidateRow extends HeldCandidate {
+  priority: number;
+  round: string | number;
+  ready_at: string | number;
+  ready_seq: string | number;
+}
+
+function statements(schema: string) {
+  const s = `"${schema}"`;
+  const columns = 'j.id::text AS id, j.type, j.group_key AS "group", j.priority, j.round, j.ready_at, j.ready_seq';
+  const notPaused = `NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')`;
+  return {
+    /** The first $3 jobs in line of each level ($1 types, $2 priorities), held or not. */
+    window: `
+SELECT w.* FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
+  SELECT ${columns} FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p
+  ORDER BY j.round, j.ready_at, j.ready_seq
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED) w
+WHERE ${notPaused}`,
+    /**
+     * Levels read group by group ($1 types, $2 priorities, $3 jobs of each group): the
+     * groups at each priority (at most $5 each; the `groups` rows say how many), and the
+     * first jobs of the type of each group not held ($4), and of the jobs without a group.
+     * A group's rounds are its own (one per job), so its line is its round order.
+     */
+    byGroup: `
+WITH RECURSIVE levels AS (SELECT * FROM unnest($1::text[], $2::smallint[], $3::int[]) AS t(type, p, n)),
+groups AS (
+  SELECT l.p, (SELECT j.group_key FROM ${s}.jobs j
+    WHERE j.status = 'queued' AND j.group_key IS NOT NULL AND j.priority = l.p
+    ORDER BY j.group_key LIMIT 1) AS g, 1 AS k
+  FROM (SELECT DISTINCT p FROM levels) l
+  UNION ALL
+  SELECT g.p, (SELECT j.group_key FROM ${s}.jobs j
+    WHERE j.status = 'queued' AND j.group_key IS NOT NULL AND j.priority = g.p AND j.group_key > g.g
+    ORDER BY j.group_key LIMIT 1), g.k + 1
+  FROM groups g WHERE g.g IS NOT NULL AND g.k <= $5)
+SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t JOIN groups gr ON gr.p = t.p
+  AND gr.g IS NOT NULL AND gr.g <> ALL($4::text[]) CROSS JOIN LATERAL (
+  SELECT ${columns} FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key = gr.g AND j.type = t.type
+  ORDER BY j.round LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE ${notPaused}
+UNION ALL
+SELECT 'job', c.*, NULL FROM levels t CROSS JOIN LATERAL (
+  SELECT ${columns} FROM ${s}.jobs j
+  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key IS NULL AND j.type = t.type
+  ORDER BY j.round LIMIT t.n
+  FOR UPDATE SKIP LOCKED) c
+WHERE ${notPaused}
+UNION ALL
+SELECT 'groups', NULL, NULL, NULL, gr.p, NULL, NULL, NULL, count(*)::int FROM groups gr WHERE gr.g IS NOT NULL
+GROUP BY gr.p`,
+  };
+}
+
+/** One server's reads of the line while groups are held (see above). */
+export class HeldGroupReader {
+  readonly #sql: ReturnType<typeof statements>;
+
+  constructor(schema: string) {
+    this.#sql = statements(schema);
+  }
+
+  /**
+   * Up to `counts[i]` candidates of each type of `types`, `total` in all, best first,
+   * none of the groups in `held`; null when a priority has more than MAX_GROUPS groups
+   * (the caller reads in line then).
+   */
+  async candidates(
+    client: pg.PoolClient,
+    types: readonly string[],
+    counts: readonly number[],
+    held: readonly string[],
+    total: number,
+  ): Promise<HeldCandidate[] | null> {
+    const heldSet = new Set(held);
+    const wanted = new Map(types.map((type, index) => [type, Math.min(total, counts[index] ?? total)]));
+    const window = Math.max(...wanted.values(), 0) + WINDOW;
+    const levelTypes = types.flatMap((type) => LEVELS.map(() => type));
+    const levelPriorities = types.flatMap(() => LEVELS);
+    const read = (await run<CandidateRow>(client, this.#sql.window, [levelTypes, levelPriorities, window])).rows;
+
+    // A level whose window is full and holds fewer of the jobs wanted than its type wants is read by group.
+    const inWindow = new Map<string, CandidateRow[]>();
+    const full = new Map<string, number>();
+    for (const row of read) {
+      const key = levelKey(row.type, row.priority);
+      full.set(key, (full.get(key) ?? 0) + 1);
+      if (row.group !== null && heldSet.has(row.group)) continue;
+      const list = inWindow.get(key) ?? [];
+      list.push(row);
+      inWindow.set(key, list);
+    }
+    const byGroup: { type: string; p: number; n: number }[] = [];
+    for (const [key, rows] of full) {
+      const [type, priority] = fromLevelKey(key);
+      const n = wanted.get(type) ?? 0;
+      if (rows === window && (inWindow.get(key)?.length ?? 0) < n) byGroup.push({ type, p: priority, n });
+    }
+    let candidates = read.filter((row) => row.group === null || !heldSet.has(row.group));
+    if (byGroup.length > 0) {
+      const answer = (
+        await run<CandidateRow & { kind: 'job' | 'groups'; groups: number | null }>(client, this.#sql.byGroup, [
+          byGroup.map((level) => level.type),
+          byGroup.map((level) => level.p),
+          byGroup.map((level) => level.n),
+          held,
+          MAX_GROUPS,
+        ])
+      ).rows;
+      if (answer.some((row) => row.kind === 'groups' && (row.groups ?? 0) > MAX_GROUPS)) return null;
+      const regrouped = new Set(byGroup.map((level) => levelKey(level.type, level.p)));
+      candidates = [
+        ...candidates.filter((row) => !regrouped.has(levelKey(row.type, row.priority))),
+        ...answer.filter((row) => row.kind === 'job'),
+      ];
+    }
+    candidates.sort(inLine);
+    const taken = new Map<string, number>();
+    const chosen: HeldCandidate[] = [];
+    for (const row of candidates) {
+      if (chosen.length >= total) break;
+      const ofType = taken.get(row.type) ?? 0;
+      if (ofType >= (wanted.get(row.type) ?? 0)) continue;
+      taken.set(row.type, ofType + 1);
+      chosen.push({ id: row.id, type: row.type, group: row.group });
+    }
+    return chosen;
+  }
+}
+
+/** Claim order: priority, round, ready time, place in line. */
+function inLine(a: CandidateRow, b: CandidateRow): number {
+  return (
+    b.priority - a.priority ||
+    Number(a.round) - Number(b.round) ||
+    Number(a.ready_at) - Number(b.ready_at) ||
+    Number(a.ready_seq) - Number(b.ready_seq)
+  );
+}
+
+function levelKey(type: string, priority: number): string {
+  return `${priority}\u0000${type}`;
+}
+
+function fromLevelKey(key: string): [string, number] {
+  const cut = key.indexOf('\u0000');
+  return [key.slice(cut + 1), Number(key.slice(0, cut))];
+}
