@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { run } from './connection.js';
+import { prepared } from './sql.js';
 
 /**
  * Candidates of a claim while groups are held back by their limits, without reading a
@@ -44,27 +45,37 @@ interface CandidateRow extends HeldCandidate {
   ready_seq: string | number;
 }
 
-function statements(schema: string) {
+export function heldGroupStatements(schema: string) {
   const s = `"${schema}"`;
   const columns = 'j.id::text AS id, j.type, j.group_key AS "group", j.priority, j.round, j.ready_at, j.ready_seq';
   const notPaused = `NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')`;
+  // A group's jobs are read by its own index (jobs_group_round, jobs_ungrouped_round): the type is
+  // compared as an expression, so that the type's index, which would walk the held jobs too, is no choice.
+  const byTypeNotIndexed = "(j.type || '') = t.type";
   return {
-    /** The first $3 jobs in line of each level ($1 types, $2 priorities), held or not. */
-    window: `
-SELECT w.* FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
+    /**
+     * The first $3 jobs in line of each level ($1 types, $2 priorities), held or not; those
+     * of the groups not held ($4) are locked (`taken`), skipping any another claim holds.
+     * The held ones are only counted, never locked.
+     */
+    window: prepared(`
+SELECT w.*, (l.id IS NOT NULL) AS taken FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p
   ORDER BY j.round, j.ready_at, j.ready_seq
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED) w
-WHERE ${notPaused}`,
+  LIMIT $3) w
+LEFT JOIN LATERAL (
+  SELECT j.id FROM ${s}.jobs j
+  WHERE j.id = w.id::uuid AND j.status = 'queued' AND (j.group_key IS NULL OR j.group_key <> ALL($4::text[]))
+  FOR UPDATE SKIP LOCKED) l ON true
+WHERE ${notPaused}`),
     /**
      * Levels read group by group ($1 types, $2 priorities, $3 jobs of each group): the
      * groups at each priority (at most $5 each; the `groups` rows say how many), and the
      * first jobs of the type of each group not held ($4), and of the jobs without a group.
      * A group's rounds are its own (one per job), so its line is its round order.
      */
-    byGroup: `
+    byGroup: prepared(`
 WITH RECURSIVE levels AS (SELECT * FROM unnest($1::text[], $2::smallint[], $3::int[]) AS t(type, p, n)),
 groups AS (
   SELECT l.p, (SELECT j.group_key FROM ${s}.jobs j
@@ -79,29 +90,29 @@ groups AS (
 SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t JOIN groups gr ON gr.p = t.p
   AND gr.g IS NOT NULL AND gr.g <> ALL($4::text[]) CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key = gr.g AND j.type = t.type
+  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key = gr.g AND ${byTypeNotIndexed}
   ORDER BY j.round LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
 WHERE ${notPaused}
 UNION ALL
 SELECT 'job', c.*, NULL FROM levels t CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key IS NULL AND j.type = t.type
+  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key IS NULL AND ${byTypeNotIndexed}
   ORDER BY j.round LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
 WHERE ${notPaused}
 UNION ALL
 SELECT 'groups', NULL, NULL, NULL, gr.p, NULL, NULL, NULL, count(*)::int FROM groups gr WHERE gr.g IS NOT NULL
-GROUP BY gr.p`,
+GROUP BY gr.p`),
   };
 }
 
 /** One server's reads of the line while groups are held (see above). */
 export class HeldGroupReader {
-  readonly #sql: ReturnType<typeof statements>;
+  readonly #sql: ReturnType<typeof heldGroupStatements>;
 
   constructor(schema: string) {
-    this.#sql = statements(schema);
+    this.#sql = heldGroupStatements(schema);
   }
 
   /**
@@ -116,12 +127,18 @@ export class HeldGroupReader {
     held: readonly string[],
     total: number,
   ): Promise<HeldCandidate[] | null> {
-    const heldSet = new Set(held);
     const wanted = new Map(types.map((type, index) => [type, Math.min(total, counts[index] ?? total)]));
     const window = Math.max(...wanted.values(), 0) + WINDOW;
     const levelTypes = types.flatMap((type) => LEVELS.map(() => type));
     const levelPriorities = types.flatMap(() => LEVELS);
-    const read = (await run<CandidateRow>(client, this.#sql.window, [levelTypes, levelPriorities, window])).rows;
+    const read = (
+      await run<CandidateRow & { taken: boolean }>(client, this.#sql.window, [
+        levelTypes,
+        levelPriorities,
+        window,
+        held,
+      ])
+    ).rows;
 
     // A level whose window is full and holds fewer of the jobs wanted than its type wants is read by group.
     const inWindow = new Map<string, CandidateRow[]>();
@@ -129,7 +146,7 @@ export class HeldGroupReader {
     for (const row of read) {
       const key = levelKey(row.type, row.priority);
       full.set(key, (full.get(key) ?? 0) + 1);
-      if (row.group !== null && heldSet.has(row.group)) continue;
+      if (!row.taken) continue;
       const list = inWindow.get(key) ?? [];
       list.push(row);
       inWindow.set(key, list);
@@ -140,7 +157,7 @@ export class HeldGroupReader {
       const n = wanted.get(type) ?? 0;
       if (rows === window && (inWindow.get(key)?.length ?? 0) < n) byGroup.push({ type, p: priority, n });
     }
-    let candidates = read.filter((row) => row.group === null || !heldSet.has(row.group));
+    let candidates: CandidateRow[] = read.filter((row) => row.taken);
     if (byGroup.length > 0) {
       const answer = (
         await run<CandidateRow & { kind: 'job' | 'groups'; groups: number | null }>(client, this.#sql.byGroup, [
