@@ -399,7 +399,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
           [
             'the first jobs in line while a group is held',
             held.window,
-            [['noop'], [5], 66, ['tenant-held']],
+            [['noop'], [5], 66],
             CLAIM_TRANSACTION,
             'jobs_claim*',
           ],
@@ -408,7 +408,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
             held.byGroup,
             [['noop'], [5], [2], ['tenant-held'], 1000],
             CLAIM_TRANSACTION,
-            'jobs_group_round',
+            'jobs_type_group',
           ],
         ] as const) {
           for (const generic of [false, true]) {

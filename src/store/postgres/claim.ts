@@ -54,11 +54,16 @@ const LEVEL_HEAD_READY_AT =
 export function claimStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
-  /** The chosen candidates ($2) become running under the owner's lease ($1, $3 ms): the CTEs `picked`, `claimed`. */
+  /**
+   * The chosen candidates ($2) become running under the owner's lease ($1, $3 ms): the CTEs
+   * `picked`, `claimed`. Candidates are locked by the statement that read them, except those
+   * read without a lock (held-groups.ts): one another claim holds is skipped, never waited for.
+   */
   const claimChosen = `
 WITH picked AS MATERIALIZED (
   SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
-    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
+    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1
+    FOR UPDATE SKIP LOCKED) r
   WHERE r.status = 'queued'),
 claimed AS (
   UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},

@@ -11,18 +11,18 @@ import { prepared } from './sql.js';
  * read the 100,000. So each level of a type's line (its jobs at one priority) is read in
  * two ways, the second only where the first cannot tell:
  *
- * 1. its first WINDOW jobs in line, whoever they belong to: when the jobs of the groups
- *    not held are among them (fair share puts each group's next job near the front),
- *    they are the candidates, in order, and nothing more is read;
- * 2. where those are all (or nearly all) held: the groups that have queued jobs at that
- *    priority, found by skipping from one to the next in `jobs_group_round` (one probe
- *    each, at most MAX_GROUPS), and for each group not held, and for the jobs without a
- *    group (`jobs_ungrouped_round`), its first jobs of the type in line. The best of
+ * 1. its first WINDOW jobs in line, whoever they belong to: when the jobs wanted of the
+ *    groups not held are among them (fair share puts each group's next job near the
+ *    front), they are the candidates, in order, and nothing more is read;
+ * 2. where those are all (or nearly all) held: the groups with queued jobs of the level,
+ *    found by skipping from one to the next in `jobs_type_group` (type, priority, group,
+ *    then line order; migration 014; one probe each, at most MAX_GROUPS), and for each
+ *    group not held, and for the jobs without a group, its first jobs in line. The best of
  *    those are the level's candidates: a held group's jobs are never read.
  *
- * Past MAX_GROUPS groups at one priority the level is read as before, in line, held jobs
- * skipped one by one. Nothing is remembered between claims, so no job put anywhere in
- * line, by any server, is missed.
+ * Past MAX_GROUPS groups in one level it is read as before, in line, held jobs skipped one
+ * by one. Nothing is remembered between claims, so no job put anywhere in line, by any
+ * server, is missed; and nothing is locked here: the jobs chosen are when they are claimed.
  */
 
 /** Jobs of a level read in line before its groups are looked at one by one. */
@@ -49,61 +49,56 @@ export function heldGroupStatements(schema: string) {
   const s = `"${schema}"`;
   const columns = 'j.id::text AS id, j.type, j.group_key AS "group", j.priority, j.round, j.ready_at, j.ready_seq';
   const notPaused = `NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')`;
-  // A group's jobs are read by its own index (jobs_group_round, jobs_ungrouped_round): the type is
-  // compared as an expression, so that the type's index, which would walk the held jobs too, is no choice.
-  const byTypeNotIndexed = "(j.type || '') = t.type";
+  // A group's line is read in `jobs_type_group` (type, priority, group, then line order): ordered
+  // by the group first, which no other index gives, so that no plan reads it in the type's index,
+  // past the held jobs.
+  const groupLine = 'ORDER BY j.group_key, j.round, j.ready_at, j.ready_seq';
   return {
     /**
-     * The first $3 jobs in line of each level ($1 types, $2 priorities), held or not; those
-     * of the groups not held ($4) are locked (`taken`), skipping any another claim holds.
-     * The held ones are only counted, never locked.
+     * The first $3 jobs in line of each level ($1 types, $2 priorities), held or not. Nothing
+     * is locked: the jobs chosen are, when they are claimed (`claimIds` skips any another
+     * claim holds).
      */
     window: prepared(`
-SELECT w.*, (l.id IS NOT NULL) AS taken FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
+SELECT w.* FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
   WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p
   ORDER BY j.round, j.ready_at, j.ready_seq
   LIMIT $3) w
-LEFT JOIN LATERAL (
-  SELECT j.id FROM ${s}.jobs j
-  WHERE j.id = w.id::uuid AND j.status = 'queued' AND (j.group_key IS NULL OR j.group_key <> ALL($4::text[]))
-  FOR UPDATE SKIP LOCKED) l ON true
 WHERE ${notPaused}`),
     /**
      * Levels read group by group ($1 types, $2 priorities, $3 jobs of each group): the
-     * groups at each priority (at most $5 each; the `groups` rows say how many), and the
-     * first jobs of the type of each group not held ($4), and of the jobs without a group.
-     * A group's rounds are its own (one per job), so its line is its round order.
+     * groups with queued jobs of the level (at most $5 each; the `groups` rows say how
+     * many), skipping from one to the next in `jobs_type_group`, and the first jobs of each
+     * group not held ($4) and of the jobs without a group, in line order. Nothing is locked.
      */
     byGroup: prepared(`
 WITH RECURSIVE levels AS (SELECT * FROM unnest($1::text[], $2::smallint[], $3::int[]) AS t(type, p, n)),
 groups AS (
-  SELECT l.p, (SELECT j.group_key FROM ${s}.jobs j
-    WHERE j.status = 'queued' AND j.group_key IS NOT NULL AND j.priority = l.p
+  SELECT t.type, t.p, (SELECT j.group_key FROM ${s}.jobs j
+    WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p AND j.group_key IS NOT NULL
     ORDER BY j.group_key LIMIT 1) AS g, 1 AS k
-  FROM (SELECT DISTINCT p FROM levels) l
+  FROM levels t
   UNION ALL
-  SELECT g.p, (SELECT j.group_key FROM ${s}.jobs j
-    WHERE j.status = 'queued' AND j.group_key IS NOT NULL AND j.priority = g.p AND j.group_key > g.g
+  SELECT g.type, g.p, (SELECT j.group_key FROM ${s}.jobs j
+    WHERE j.status = 'queued' AND j.type = g.type AND j.priority = g.p AND j.group_key > g.g
     ORDER BY j.group_key LIMIT 1), g.k + 1
   FROM groups g WHERE g.g IS NOT NULL AND g.k <= $5)
-SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t JOIN groups gr ON gr.p = t.p
+SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t JOIN groups gr ON gr.type = t.type AND gr.p = t.p
   AND gr.g IS NOT NULL AND gr.g <> ALL($4::text[]) CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key = gr.g AND ${byTypeNotIndexed}
-  ORDER BY j.round LIMIT t.n
-  FOR UPDATE SKIP LOCKED) c
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p AND j.group_key = gr.g
+  ${groupLine} LIMIT t.n) c
 WHERE ${notPaused}
 UNION ALL
 SELECT 'job', c.*, NULL FROM levels t CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.priority = t.p AND j.group_key IS NULL AND ${byTypeNotIndexed}
-  ORDER BY j.round LIMIT t.n
-  FOR UPDATE SKIP LOCKED) c
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p AND j.group_key IS NULL
+  ${groupLine} LIMIT t.n) c
 WHERE ${notPaused}
 UNION ALL
-SELECT 'groups', NULL, NULL, NULL, gr.p, NULL, NULL, NULL, count(*)::int FROM groups gr WHERE gr.g IS NOT NULL
-GROUP BY gr.p`),
+SELECT 'groups', NULL, gr.type, NULL, gr.p, NULL, NULL, NULL, count(*)::int FROM groups gr WHERE gr.g IS NOT NULL
+GROUP BY gr.type, gr.p`),
   };
 }
 
@@ -131,14 +126,9 @@ export class HeldGroupReader {
     const window = Math.max(...wanted.values(), 0) + WINDOW;
     const levelTypes = types.flatMap((type) => LEVELS.map(() => type));
     const levelPriorities = types.flatMap(() => LEVELS);
-    const read = (
-      await run<CandidateRow & { taken: boolean }>(client, this.#sql.window, [
-        levelTypes,
-        levelPriorities,
-        window,
-        held,
-      ])
-    ).rows;
+    const read = (await run<CandidateRow>(client, this.#sql.window, [levelTypes, levelPriorities, window])).rows;
+    const heldSet = new Set(held);
+    const open = (row: CandidateRow) => row.group === null || !heldSet.has(row.group);
 
     // A level whose window is full and holds fewer of the jobs wanted than its type wants is read by group.
     const inWindow = new Map<string, CandidateRow[]>();
@@ -146,7 +136,7 @@ export class HeldGroupReader {
     for (const row of read) {
       const key = levelKey(row.type, row.priority);
       full.set(key, (full.get(key) ?? 0) + 1);
-      if (!row.taken) continue;
+      if (!open(row)) continue;
       const list = inWindow.get(key) ?? [];
       list.push(row);
       inWindow.set(key, list);
@@ -157,7 +147,7 @@ export class HeldGroupReader {
       const n = wanted.get(type) ?? 0;
       if (rows === window && (inWindow.get(key)?.length ?? 0) < n) byGroup.push({ type, p: priority, n });
     }
-    let candidates: CandidateRow[] = read.filter((row) => row.taken);
+    let candidates: CandidateRow[] = read.filter(open);
     if (byGroup.length > 0) {
       const answer = (
         await run<CandidateRow & { kind: 'job' | 'groups'; groups: number | null }>(client, this.#sql.byGroup, [

@@ -13,6 +13,7 @@ import snoozes from './migrations/010-snoozes.js';
 import groupLimits from './migrations/011-group-limits.js';
 import batches from './migrations/012-batches.js';
 import trace from './migrations/013-trace.js';
+import typeGroup from './migrations/014-type-group.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -42,6 +43,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 11, name: 'group-limits', sql: groupLimits },
   { version: 12, name: 'batches', sql: batches },
   { version: 13, name: 'trace', sql: trace },
+  { version: 14, name: 'type-group', sql: typeGroup },
 ];
 
 /** Every step's version, in order. */
