@@ -303,20 +303,20 @@ export class CallbackDeliveryService {
     if (before.problem !== null) return { httpStatus: null, error: `callback.url ${before.problem}` };
     const timestamp = Math.floor(Date.now() / 1000);
     const timeout = AbortSignal.timeout(this.#options.timeoutMs);
-    const span = this.#span(delivery);
-    // With tracing off, the receiver still joins the trace the job (or batch) was submitted in.
+    // The receiver joins the job's (or batch's) trace: this attempt's span, or with tracing off the submission's context.
     const stored = delivery.batch?.trace ?? delivery.job?.trace ?? null;
-    const traceparent = span?.traceparent ?? storedHeaders(stored)?.traceparent ?? null;
-    const answer = await this.#send(delivery, body, timestamp, timeout, traceparent);
+    const span = this.#span(delivery, stored);
+    const headers =
+      span === null ? storedHeaders(stored) : { traceparent: span.traceparent, tracestate: span.tracestate };
+    const answer = await this.#send(delivery, body, timestamp, timeout, headers);
     span?.end(answer.httpStatus, answer.error);
     return answer;
   }
 
   /** The attempt's CLIENT span, child of its job's (or batch's) trace; null while tracing is off. */
-  #span(delivery: DueDelivery): DeliverySpan | null {
+  #span(delivery: DueDelivery, stored: string | null): DeliverySpan | null {
     const tracing = this.#options.tracing;
     if (tracing == null) return null;
-    const stored = delivery.batch?.trace ?? delivery.job?.trace ?? null;
     // The query is left out: a callback URL may carry a secret there.
     const url = new URL(delivery.url);
     return tracing.delivery(stored, {
@@ -335,7 +335,7 @@ export class CallbackDeliveryService {
     body: string,
     timestamp: number,
     timeout: AbortSignal,
-    traceparent: string | null,
+    trace: { traceparent: string; tracestate: string | null } | null,
   ): Promise<{ httpStatus: number | null; error: string | null }> {
     try {
       const response = await fetch(delivery.url, {
@@ -347,7 +347,8 @@ export class CallbackDeliveryService {
           'kiln-event': delivery.event === 'batch.finished' ? delivery.event : `job.${delivery.event}`,
           'kiln-delivery': delivery.id,
           'kiln-signature': signatureHeader(this.#options.secret, timestamp, body),
-          ...(traceparent === null ? {} : { traceparent }),
+          ...(trace === null ? {} : { traceparent: trace.traceparent }),
+          ...(trace?.tracestate == null ? {} : { tracestate: trace.tracestate }),
         },
         redirect: 'manual',
         signal: AbortSignal.any([timeout, this.#abort.signal]),

@@ -67,17 +67,23 @@ export function tracingConfig(env: Env): TracingConfig | null {
     return value === undefined || value === '' ? undefined : value;
   };
   if (get('OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return null;
-  const exporter = get('OTEL_TRACES_EXPORTER')?.toLowerCase() ?? 'otlp';
-  if (exporter === 'none') return null;
-  if (exporter !== 'otlp') {
-    throw new Error(`OTEL_TRACES_EXPORTER must be otlp or none, got ${JSON.stringify(exporter)}`);
+  // A list, as the specification allows; `none` alone turns tracing off.
+  const exporters = (get('OTEL_TRACES_EXPORTER')?.toLowerCase() ?? 'otlp').split(',').map((name) => name.trim());
+  const unknown = exporters.filter((name) => name !== 'otlp' && name !== 'none');
+  if (unknown.length > 0) {
+    throw new Error(`OTEL_TRACES_EXPORTER may name otlp or none, not ${unknown.join(', ')}`);
   }
+  if (!exporters.includes('otlp')) return null;
   const url = endpoint(get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'), get('OTEL_EXPORTER_OTLP_ENDPOINT'));
   if (url === null) return null;
-  const protocol = get('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? get('OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf';
+  const protocolVar =
+    get('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') === undefined
+      ? 'OTEL_EXPORTER_OTLP_PROTOCOL'
+      : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
+  const protocol = get(protocolVar) ?? 'http/protobuf';
   if (protocol !== 'http/json' && protocol !== 'http/protobuf') {
     throw new Error(
-      `OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or http/json (grpc is not supported), got ${JSON.stringify(protocol)}`,
+      `${protocolVar} must be http/protobuf or http/json (grpc is not supported), got ${JSON.stringify(protocol)}`,
     );
   }
   const sampler = (get('OTEL_TRACES_SAMPLER')?.toLowerCase() ?? 'parentbased_always_on') as Sampler;
@@ -96,7 +102,8 @@ export function tracingConfig(env: Env): TracingConfig | null {
     serviceName: get('OTEL_SERVICE_NAME') ?? resource['service.name'] ?? 'kiln',
     resource,
     sampler,
-    ratio: ratio(get('OTEL_TRACES_SAMPLER_ARG')),
+    // Read only by the samplers it is for.
+    ratio: sampler.endsWith('traceidratio') ? ratio(get('OTEL_TRACES_SAMPLER_ARG')) : 1,
     batch: {
       scheduledDelayMs: number(get, ['OTEL_BSP_SCHEDULE_DELAY'], 5000, 0),
       exportTimeoutMs: number(get, ['OTEL_BSP_EXPORT_TIMEOUT'], 30_000, 1),
@@ -111,14 +118,15 @@ function endpoint(traces: string | undefined, general: string | undefined): stri
   const given = traces ?? general;
   if (given === undefined) return null;
   const name = traces === undefined ? 'OTEL_EXPORTER_OTLP_ENDPOINT' : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT';
+  // The value is not repeated: a URL may carry a password or a token.
   let url: URL;
   try {
     url = new URL(given);
   } catch {
-    throw new Error(`${name} must be an http(s) URL, got ${JSON.stringify(given)}`);
+    throw new Error(`${name} must be an http(s) URL; its value is not one`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new Error(`${name} must be an http(s) URL, got ${JSON.stringify(given)}`);
+    throw new Error(`${name} must be an http(s) URL, not ${url.protocol}`);
   }
   if (traces !== undefined) return url.toString();
   return `${given.replace(/\/+$/, '')}/v1/traces`;

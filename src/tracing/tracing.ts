@@ -152,12 +152,21 @@ export class Tracing {
   }
 
   /** The tick of a job `scheduled` prepared was fired here: what inserting it answered (null: no job, an overlap). */
-  scheduleFired(job: TracedJob, insert: { ok: true } | { ok: false; reason: string } | null): void {
+  scheduleFired(
+    job: TracedJob,
+    insert: { ok: true; outcomes: { created: boolean; job: { id: string } }[] } | { ok: false; reason: string } | null,
+  ): void {
     const span = this.#ticks.get(job);
     if (span === undefined) return;
     this.#ticks.delete(job);
     if (insert === null) span.setAttribute('kiln.job.created', false);
     else if (!insert.ok) failed(span, insert.reason);
+    else {
+      const [answer] = insert.outcomes;
+      if (answer !== undefined && !answer.created) {
+        span.setAttributes({ 'kiln.job.created': false, 'kiln.job.answered_by': answer.job.id });
+      }
+    }
     span.end();
   }
 
@@ -166,16 +175,24 @@ export class Tracing {
    * `process` span, ended by `end` with the outcome.
    */
   attempt(job: ClaimedForTrace, claimedAt: number): AttemptSpan {
-    const context = contextOf(readStoredTrace(job.trace));
+    const stored = readStoredTrace(job.trace);
     const attributes: Attributes = {
       ...messaging('process'),
       ...jobAttributes(job),
       'kiln.attempt': job.attempts,
     };
-    if (job.readyAt !== null) {
-      // The store's clock may run a little ahead of this process's (PostgreSQL's is the database's).
-      const readyAt = Math.min(job.readyAt, claimedAt);
-      attributes['kiln.wait_ms'] = claimedAt - readyAt;
+    // The store's clock may run a little ahead of this process's (PostgreSQL's is the database's).
+    const readyAt = job.readyAt === null ? null : Math.min(job.readyAt, claimedAt);
+    if (readyAt !== null) attributes['kiln.wait_ms'] = claimedAt - readyAt;
+    const span = this.#tracer.startSpan(
+      `process ${job.type}`,
+      { kind: SpanKind.CONSUMER, startTime: claimedAt, attributes },
+      contextOf(stored),
+    );
+    if (readyAt !== null) {
+      // Beside the attempt under the job's PRODUCER span; a job stored without a context (submitted
+      // while tracing was off) has none: its attempt is the root, and its wait is inside it.
+      const parent = stored === null ? trace.setSpan(ROOT_CONTEXT, span) : contextOf(stored);
       this.#tracer
         .startSpan(
           `wait ${job.type}`,
@@ -190,15 +207,10 @@ export class Tracing {
               ...(job.snoozes > 0 ? { 'kiln.snoozes': job.snoozes } : {}),
             },
           },
-          context,
+          parent,
         )
         .end(claimedAt);
     }
-    const span = this.#tracer.startSpan(
-      `process ${job.type}`,
-      { kind: SpanKind.CONSUMER, startTime: claimedAt, attributes },
-      context,
-    );
     return new AttemptSpan(span);
   }
 
@@ -344,6 +356,10 @@ export class DeliverySpan {
 
   get traceparent(): string {
     return storedTrace({ ...parentOf(this.#span), state: null });
+  }
+
+  get tracestate(): string | null {
+    return this.#span.spanContext().traceState?.serialize() || null;
   }
 
   end(httpStatus: number | null, error: string | null): void {

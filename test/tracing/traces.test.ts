@@ -9,6 +9,8 @@ import { killAllKilns, spawnKiln } from '../support/kiln-process.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startReceiver } from '../support/receiver.js';
 import { closedPortUrl } from '../support/http.js';
+import { insertOk, newJob } from '../support/store-fixtures.js';
+import { newJobId } from '../../src/jobs/ids.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 
 /**
@@ -173,13 +175,14 @@ describe('traces (SQLite, OTLP over http/json)', () => {
         'POST',
         '/v1/jobs',
         { type: 'test.trace', callback: { url: `${receiver.url}/hook` } },
-        { traceparent: TRACEPARENT },
+        { traceparent: TRACEPARENT, tracestate: 'vendor=abc' },
       );
       assert.equal(created.status, 201, created.text);
       const id = created.body.id as string;
       const delivered = await receiver.request(0);
       const header = delivered.headers.traceparent;
       assert.equal(typeof header, 'string');
+      assert.equal(delivered.headers.tracestate, 'vendor=abc', 'the tracestate travels with it');
       const [, traceId, spanId] = String(header).split('-');
       assert.equal(traceId, CLIENT_TRACE);
 
@@ -214,6 +217,22 @@ describe('traces (SQLite, OTLP over http/json)', () => {
     const consumer = one(ofJob(all, id), attempt(1), 'attempt');
     assert.equal(consumer.parentSpanId, producer.spanId);
     assert.equal((job.result as { traceparent: string }).traceparent, `00-${producer.traceId}-${consumer.spanId}-01`);
+  });
+
+  it('keeps an attempt of a job stored without a context in one trace: its wait inside it', async () => {
+    // As a job submitted while tracing was off is stored.
+    const [inserted] = await insertOk(server.kiln.store, [newJob({ id: newJobId(Date.now()), type: 'test.trace' })]);
+    const id = inserted!.id;
+    // A submission wakes dispatch, which claims both.
+    assert.equal((await server.request('POST', '/v1/jobs', { type: 'test.trace' })).status, 201);
+    const job = await server.waitForJob(id);
+    const all = await otlp.waitFor((spans) => ofJob(spans, id).some((span) => span.name === 'wait test.trace'), 30_000);
+    const consumer = one(ofJob(all, id), attempt(1), 'attempt');
+    const wait = one(ofJob(all, id), (span) => span.name === 'wait test.trace', 'wait');
+    assert.equal(consumer.parentSpanId, null, 'the attempt is the root');
+    assert.equal(wait.traceId, consumer.traceId);
+    assert.equal(wait.parentSpanId, consumer.spanId);
+    assert.equal((job.result as { traceparent: string }).traceparent, `00-${consumer.traceId}-${consumer.spanId}-01`);
   });
 
   it('starts a trace of its own for a request without a traceparent, or with one that is not valid', async () => {

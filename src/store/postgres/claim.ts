@@ -16,7 +16,7 @@ import type { StoreContext } from './context.js';
 import type { LimitKind, TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { prefixed, prepared } from './sql.js';
+import { inLine, type LinePlace, NOT_PAUSED, prefixed, prepared } from './sql.js';
 import { run } from './connection.js';
 import { HeldGroupReader } from './held-groups.js';
 
@@ -83,7 +83,7 @@ claimed AS (
     claim: prepared(`
 WITH picked AS MATERIALIZED (
   SELECT id FROM ${s}.jobs
-  WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+  WHERE status = 'queued' AND ${NOT_PAUSED(s)}
   ORDER BY priority DESC, round, ready_at, ready_seq
   LIMIT $2
   FOR UPDATE SKIP LOCKED)
@@ -95,7 +95,7 @@ RETURNING j.prior_started_at AS previous_start, j.ready_seq, j.round, ${prefixed
     /** Candidates of a micro-batched claim, locked for the transaction that forms the batches. */
     claimCandidates: prepared(`
 SELECT id::text AS id, type FROM ${s}.jobs
-WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+WHERE status = 'queued' AND ${NOT_PAUSED(s)}
 ORDER BY priority DESC, round, ready_at, ready_seq
 LIMIT $1
 FOR UPDATE SKIP LOCKED`),
@@ -129,7 +129,7 @@ SELECT c.id::text AS id, c.type FROM generate_series(0, 9) AS l(p) CROSS JOIN LA
   ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT $1
   FOR UPDATE SKIP LOCKED) c
-WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+WHERE ${NOT_PAUSED(s)}
 ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $2::bigint) DESC, ${LEVEL_HEAD_READY_AT},
   c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $1`,
@@ -172,7 +172,7 @@ SELECT c.id::text AS id, c.type, c.group_key AS "group" FROM unnest($1::text[], 
   ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
-WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+WHERE ${NOT_PAUSED(s)}
 ORDER BY c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
     claimCandidatesByTypeAged: `
@@ -184,7 +184,7 @@ FROM unnest($1::text[], $2::int[]) AS t(type, n) CROSS JOIN generate_series(0, 9
   ORDER BY j.priority DESC, j.round, j.ready_at, j.ready_seq
   LIMIT t.n
   FOR UPDATE SKIP LOCKED) c
-WHERE NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')
+WHERE ${NOT_PAUSED(s)}
 ORDER BY least(9, c.priority + (${now} - ${LEVEL_HEAD_READY_AT}) / $4::bigint) DESC, ${LEVEL_HEAD_READY_AT},
   c.priority DESC, c.round, c.ready_at, c.ready_seq
 LIMIT $3`,
@@ -422,14 +422,13 @@ interface ClaimedRow {
   round: number;
 }
 
-/** Claim order (the claim index's): priority, the group's turn, ready time, place in line. */
+/** Claim order, for claimed rows. */
 function inClaimOrder(a: ClaimedRow, b: ClaimedRow): number {
-  return (
-    b.wire.priority - a.wire.priority ||
-    a.round - b.round ||
-    (a.wire.readyAt ?? 0) - (b.wire.readyAt ?? 0) ||
-    a.seq - b.seq
-  );
+  return inLine(placeOf(a), placeOf(b));
+}
+
+function placeOf(row: ClaimedRow): LinePlace {
+  return { priority: row.wire.priority, round: row.round, readyAt: row.wire.readyAt ?? 0, seq: row.seq };
 }
 
 type ClaimRow = JobRow & { previous_start: number | null; ready_seq: number | null; round: number | string };

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { run } from './connection.js';
-import { prepared } from './sql.js';
+import { inLine, NOT_PAUSED, prepared } from './sql.js';
 
 /**
  * Candidates of a claim while groups are held back by their limits, without reading a
@@ -48,7 +48,7 @@ interface CandidateRow extends HeldCandidate {
 export function heldGroupStatements(schema: string) {
   const s = `"${schema}"`;
   const columns = 'j.id::text AS id, j.type, j.group_key AS "group", j.priority, j.round, j.ready_at, j.ready_seq';
-  const notPaused = `NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')`;
+  const notPaused = NOT_PAUSED(s);
   // A group's line is read in `jobs_type_group` (type, priority, group, then line order): ordered
   // by the group first, which no other index gives, so that no plan reads it in the type's index,
   // past the held jobs.
@@ -165,7 +165,7 @@ export class HeldGroupReader {
         ...answer.filter((row) => row.kind === 'job'),
       ];
     }
-    candidates.sort(inLine);
+    candidates.sort((a, b) => inLine(placeOf(a), placeOf(b)));
     const taken = new Map<string, number>();
     const chosen: HeldCandidate[] = [];
     for (const row of candidates) {
@@ -179,14 +179,13 @@ export class HeldGroupReader {
   }
 }
 
-/** Claim order: priority, round, ready time, place in line. */
-function inLine(a: CandidateRow, b: CandidateRow): number {
-  return (
-    b.priority - a.priority ||
-    Number(a.round) - Number(b.round) ||
-    Number(a.ready_at) - Number(b.ready_at) ||
-    Number(a.ready_seq) - Number(b.ready_seq)
-  );
+function placeOf(row: CandidateRow) {
+  return {
+    priority: row.priority,
+    round: Number(row.round),
+    readyAt: Number(row.ready_at),
+    seq: Number(row.ready_seq),
+  };
 }
 
 function levelKey(type: string, priority: number): string {

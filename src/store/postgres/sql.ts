@@ -18,6 +18,23 @@ export const SUMMARY_COLUMNS =
 
 export const JOB_COLUMNS = `${SUMMARY_COLUMNS}, payload, result`;
 
+/** Whether dispatch runs (not paused cluster-wide): every claim's condition. */
+export const NOT_PAUSED = (s: string) =>
+  `NOT EXISTS (SELECT 1 FROM ${s}.settings WHERE key = 'paused' AND value = 'true')`;
+
+/** A queued job's place in line, as the claim index orders it. */
+export interface LinePlace {
+  priority: number;
+  round: number;
+  readyAt: number;
+  seq: number;
+}
+
+/** Claim order (the claim index's): priority, the group's turn, ready time, place in line. */
+export function inLine(a: LinePlace, b: LinePlace): number {
+  return b.priority - a.priority || a.round - b.round || a.readyAt - b.readyAt || a.seq - b.seq;
+}
+
 /** The first round of each (priority, group) among the rows `from` names, one probe each. */
 export const ROUND_BASES = (s: string, from: string) =>
   `(SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
