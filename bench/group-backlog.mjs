@@ -8,65 +8,23 @@
  *
  *   node bench/group-backlog.mjs [--size tiny|full] [--runs N]
  */
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
-import { claimStores, measureStores } from './lib/claim-stores.mjs';
+import { backlogJob, claimStores, fillBacklog, measureStores, timedClaims } from './lib/claim-stores.mjs';
 import { requirePostgres } from './lib/postgres.mjs';
-import { ROOT_DIR } from './lib/processes.mjs';
 import { benchOptions, formatSummary, percentile, printTable, runBenchmark, writeResult } from './lib/report.mjs';
 
 const NAME = 'group-backlog';
 const options = benchOptions({ full: 3, tiny: 1 });
 const SIZES = { full: { backlog: 100_000, taken: 10_000 }, tiny: { backlog: 2_000, taken: 200 } };
 const { backlog: BACKLOG, taken: TAKEN } = SIZES[options.size];
-const INSERT_BATCH = 1000;
-
-const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
-const { newJobId } = await import(dist('jobs', 'ids.js'));
-
-function job(group) {
-  return {
-    id: newJobId(),
-    type: 'bench.group',
-    priority: 5,
-    payload: {},
-    maxAttempts: 3,
-    timeoutMs: 60_000,
-    backoff: { initialMs: 1000, factor: 2, maxMs: 60_000, jitter: 'none' },
-    idempotencyKey: null,
-    dependsOn: [],
-    metadata: {},
-    group,
-    runAt: null,
-    createdAt: Date.now(),
-  };
-}
 
 /** `grouped`: every job a group of its own; else none has a group. */
-async function fill(store, grouped, n) {
-  for (let done = 0; done < n; done += INSERT_BATCH) {
-    const jobs = Array.from({ length: Math.min(INSERT_BATCH, n - done) }, (_, i) =>
-      job(grouped ? `tenant-${done + i}` : null),
-    );
-    const result = await store.insert(jobs);
-    if (!result.ok) throw new Error(`insert refused: ${JSON.stringify(result)}`);
-  }
+function fill(store, grouped, n) {
+  return fillBacklog(store, n, (i) => backlogJob('bench.group', 5, grouped ? `tenant-${i}` : null));
 }
 
 /** Claims 2 at a time until TAKEN jobs are taken; answers µs per claim. */
-async function claimSome(store) {
-  const times = [];
-  let taken = 0;
-  while (taken < TAKEN) {
-    const started = performance.now();
-    const batches = await store.claim({ owner: 'bench', leaseMs: 600_000, batches: 2, micro: null });
-    times.push((performance.now() - started) * 1000);
-    const jobs = batches.flat();
-    if (jobs.length === 0) throw new Error(`nothing to claim after ${taken} of ${TAKEN}`);
-    taken += jobs.length;
-  }
-  return { times: times.sort((a, b) => a - b), taken };
+function claimSome(store) {
+  return timedClaims(store, TAKEN);
 }
 
 async function measure(open, close) {

@@ -16,69 +16,25 @@
  *
  *   node bench/held-group-backlog.mjs [--size tiny|full] [--runs N]
  */
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
-import { claimStores, measureStores } from './lib/claim-stores.mjs';
+import { backlogJob, claimStores, fillBacklog, measureStores, timedClaims } from './lib/claim-stores.mjs';
 import { requirePostgres } from './lib/postgres.mjs';
-import { ROOT_DIR } from './lib/processes.mjs';
 import { benchOptions, formatSummary, percentile, printTable, runBenchmark, writeResult } from './lib/report.mjs';
 
 const NAME = 'held-group-backlog';
 const options = benchOptions({ full: 3, tiny: 1 });
 const SIZES = { full: { held: 100_000, other: 10_000 }, tiny: { held: 2_000, other: 200 } };
 const { held: HELD, other: OTHER } = SIZES[options.size];
-const INSERT_BATCH = 1000;
 const TYPE = 'bench.group';
 const LIMITS = new Map([['tenant-held', { concurrency: 1, rateLimit: null }]]);
 
-const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
-const { newJobId } = await import(dist('jobs', 'ids.js'));
+const job = (group, priority) => backlogJob(TYPE, priority, group);
 
-function job(group, priority) {
-  return {
-    id: newJobId(),
-    type: TYPE,
-    priority,
-    payload: {},
-    maxAttempts: 3,
-    timeoutMs: 60_000,
-    backoff: { initialMs: 1000, factor: 2, maxMs: 60_000, jitter: 'none' },
-    idempotencyKey: null,
-    dependsOn: [],
-    metadata: {},
-    group,
-    runAt: null,
-    createdAt: Date.now(),
-  };
-}
-
-async function fill(store, group, priority, n) {
-  for (let done = 0; done < n; done += INSERT_BATCH) {
-    const jobs = Array.from({ length: Math.min(INSERT_BATCH, n - done) }, () => job(group, priority));
-    const result = await store.insert(jobs);
-    if (!result.ok) throw new Error(`insert refused: ${JSON.stringify(result)}`);
-  }
-}
-
-/** Claims 2 at a time until the other group's jobs are all taken; answers µs per claim. */
-async function claimAll(store, limited) {
-  const times = [];
-  let taken = 0;
-  while (taken < OTHER) {
-    const request = { owner: 'bench', leaseMs: 600_000, batches: 2, micro: null };
-    if (limited) {
-      Object.assign(request, { groupAllowance: new Map([['tenant-held', 0]]), groupLimits: LIMITS, types: [TYPE] });
-    }
-    const started = performance.now();
-    const batches = await store.claim(request);
-    times.push((performance.now() - started) * 1000);
-    const jobs = batches.flat();
-    if (jobs.length === 0) throw new Error(`nothing to claim after ${taken} of ${OTHER}`);
+/** Claims until the other group's jobs are all taken: none of the held group's may be. */
+function claimAll(store, limited) {
+  const extra = limited ? { groupAllowance: new Map([['tenant-held', 0]]), groupLimits: LIMITS, types: [TYPE] } : {};
+  return timedClaims(store, OTHER, extra, (jobs) => {
     if (jobs.some((j) => j.group !== 'tenant-free')) throw new Error('a held job was claimed before the others');
-    taken += jobs.length;
-  }
-  return { times: times.sort((a, b) => a - b), taken };
+  });
 }
 
 /** One layout: held jobs at `heldPriority`, the other group's at 5; and, if asked, the baseline. */
@@ -86,8 +42,8 @@ async function layout(open, close, heldPriority, baseline) {
   const heldStore = await open();
   let held;
   try {
-    await fill(heldStore, 'tenant-held', heldPriority, HELD);
-    await fill(heldStore, 'tenant-free', 5, OTHER);
+    await fillBacklog(heldStore, HELD, () => job('tenant-held', heldPriority));
+    await fillBacklog(heldStore, OTHER, () => job('tenant-free', 5));
     held = await claimAll(heldStore, true);
   } finally {
     await close(heldStore);
@@ -96,8 +52,8 @@ async function layout(open, close, heldPriority, baseline) {
   const plainStore = await open();
   let plain;
   try {
-    await fill(plainStore, 'tenant-held', 0, HELD);
-    await fill(plainStore, 'tenant-free', 5, OTHER);
+    await fillBacklog(plainStore, HELD, () => job('tenant-held', 0));
+    await fillBacklog(plainStore, OTHER, () => job('tenant-free', 5));
     plain = await claimAll(plainStore, false);
   } finally {
     await close(plainStore);

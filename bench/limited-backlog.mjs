@@ -13,66 +13,29 @@
  *
  *   node bench/limited-backlog.mjs [--size tiny|full] [--runs N]
  */
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
-import { claimStores, measureStores } from './lib/claim-stores.mjs';
+import { backlogJob, claimStores, fillBacklog, measureStores, timedClaims } from './lib/claim-stores.mjs';
 import { requirePostgres } from './lib/postgres.mjs';
-import { ROOT_DIR } from './lib/processes.mjs';
 import { benchOptions, formatSummary, percentile, printTable, runBenchmark, writeResult } from './lib/report.mjs';
 
 const NAME = 'limited-backlog';
 const options = benchOptions({ full: 3, tiny: 1 });
 const SIZES = { full: { held: 100_000, other: 10_000 }, tiny: { held: 2_000, other: 200 } };
 const { held: HELD, other: OTHER } = SIZES[options.size];
-const INSERT_BATCH = 1000;
 const LIMITS = new Map([['bench.held', { concurrency: 1, rateLimit: null }]]);
 const TYPES = ['bench.held', 'bench.other'];
 
-const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
-const { newJobId } = await import(dist('jobs', 'ids.js'));
+const job = (type, priority) => backlogJob(type, priority);
 
-function job(type, priority) {
-  return {
-    id: newJobId(),
-    type,
-    priority,
-    payload: {},
-    maxAttempts: 3,
-    timeoutMs: 60_000,
-    backoff: { initialMs: 1000, factor: 2, maxMs: 60_000, jitter: 'none' },
-    idempotencyKey: null,
-    dependsOn: [],
-    metadata: {},
-    runAt: null,
-    createdAt: Date.now(),
-  };
+function fill(store, type, priority, n) {
+  return fillBacklog(store, n, () => job(type, priority));
 }
 
-async function fill(store, type, priority, n) {
-  for (let done = 0; done < n; done += INSERT_BATCH) {
-    const jobs = Array.from({ length: Math.min(INSERT_BATCH, n - done) }, () => job(type, priority));
-    const result = await store.insert(jobs);
-    if (!result.ok) throw new Error(`insert refused: ${JSON.stringify(result)}`);
-  }
-}
-
-/** Claims 2 at a time until the other type's jobs are all taken; answers µs per claim. */
-async function claimAll(store, limited) {
-  const times = [];
-  let taken = 0;
-  while (taken < OTHER) {
-    const request = { owner: 'bench', leaseMs: 600_000, batches: 2, micro: null };
-    if (limited) Object.assign(request, { allowance: new Map([['bench.held', 0]]), limits: LIMITS, types: TYPES });
-    const started = performance.now();
-    const batches = await store.claim(request);
-    times.push((performance.now() - started) * 1000);
-    const jobs = batches.flat();
-    if (jobs.length === 0) throw new Error(`nothing to claim after ${taken} of ${OTHER}`);
+/** Claims until the other type's jobs are all taken: none of the held type's may be. */
+function claimAll(store, limited) {
+  const extra = limited ? { allowance: new Map([['bench.held', 0]]), limits: LIMITS, types: TYPES } : {};
+  return timedClaims(store, OTHER, extra, (jobs) => {
     if (jobs.some((j) => j.type !== 'bench.other')) throw new Error('a backlog job was claimed before the others');
-    taken += jobs.length;
-  }
-  return { times: times.sort((a, b) => a - b), taken };
+  });
 }
 
 async function measure(open, close) {

@@ -291,31 +291,30 @@ export type AttemptEnding =
   | { kind: 'released'; errorType: string }
   | { kind: 'cancelled' };
 
-/** The CONSUMER span of one attempt. */
-export class AttemptSpan {
-  readonly #span: Span;
+/** A span whose context is handed on: to a handler, or to a callback's receiver. */
+class HandedOnSpan {
+  protected readonly span: Span;
 
   constructor(span: Span) {
-    this.#span = span;
+    this.span = span;
   }
 
-  /** The traceparent the handler gets: this attempt's span. */
+  /** This span as the W3C traceparent header. */
   get traceparent(): string {
-    return storedTrace({ ...parentOf(this.#span), state: null });
+    return storedTrace({ ...parentOf(this.span), state: null });
   }
 
+  /** Its tracestate header, or null. */
   get tracestate(): string | null {
-    return this.#span.spanContext().traceState?.serialize() || null;
+    return this.span.spanContext().traceState?.serialize() || null;
   }
+}
 
-  /** The ids log lines about this attempt carry. */
-  get ids(): TraceParent {
-    return parentOf(this.#span);
-  }
-
+/** The CONSUMER span of one attempt; its context is the handler's. */
+export class AttemptSpan extends HandedOnSpan {
   /** Ends the span with the attempt's outcome; `startedAt`: when its thread started it, if it did. */
   end(ending: AttemptEnding, startedAt: number | null, at: TimeInput = Date.now()): void {
-    const span = this.#span;
+    const span = this.span;
     if (startedAt !== null) span.addEvent('started', startedAt);
     switch (ending.kind) {
       case 'completed':
@@ -346,26 +345,12 @@ export class AttemptSpan {
   }
 }
 
-/** The CLIENT span of one callback delivery attempt. */
-export class DeliverySpan {
-  readonly #span: Span;
-
-  constructor(span: Span) {
-    this.#span = span;
-  }
-
-  get traceparent(): string {
-    return storedTrace({ ...parentOf(this.#span), state: null });
-  }
-
-  get tracestate(): string | null {
-    return this.#span.spanContext().traceState?.serialize() || null;
-  }
-
+/** The CLIENT span of one callback delivery attempt; its context is the receiver's. */
+export class DeliverySpan extends HandedOnSpan {
   end(httpStatus: number | null, error: string | null): void {
-    if (httpStatus !== null) this.#span.setAttribute('http.response.status_code', httpStatus);
-    if (error !== null) failed(this.#span, httpStatus === null ? 'delivery_error' : String(httpStatus), error);
-    this.#span.end();
+    if (httpStatus !== null) this.span.setAttribute('http.response.status_code', httpStatus);
+    if (error !== null) failed(this.span, httpStatus === null ? 'delivery_error' : String(httpStatus), error);
+    this.span.end();
   }
 }
 
