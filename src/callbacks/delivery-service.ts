@@ -317,10 +317,10 @@ export class CallbackDeliveryService {
   #span(delivery: DueDelivery, stored: string | null): DeliverySpan | null {
     const tracing = this.#options.tracing;
     if (tracing == null) return null;
-    // The query is left out: a callback URL may carry a secret there.
+    // The path and the query are left out: a callback URL may carry a secret in either.
     const url = new URL(delivery.url);
     return tracing.delivery(stored, {
-      'url.full': `${url.origin}${url.pathname}`,
+      'url.full': url.pathname === '/' && url.search === '' ? `${url.origin}/` : `${url.origin}/REDACTED`,
       'server.address': url.hostname,
       ...(url.port === '' ? {} : { 'server.port': Number(url.port) }),
       'kiln.callback.event': delivery.event === 'batch.finished' ? delivery.event : `job.${delivery.event}`,

@@ -126,7 +126,9 @@ function endpoint(traces: string | undefined, general: string | undefined): stri
     throw new Error(`${name} must be an http(s) URL; its value is not one`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new Error(`${name} must be an http(s) URL, not ${url.protocol}`);
+    // What parses as a scheme may be a user name (user:password@host): only a known scheme is named.
+    const known = ['ftp:', 'grpc:', 'ws:', 'wss:', 'file:', 'unix:'].includes(url.protocol);
+    throw new Error(`${name} must be an http(s) URL${known ? `, not ${url.protocol}` : '; its value is not one'}`);
   }
   if (traces !== undefined) return url.toString();
   return `${given.replace(/\/+$/, '')}/v1/traces`;

@@ -184,14 +184,15 @@ export class Tracing {
     // The store's clock may run a little ahead of this process's (PostgreSQL's is the database's).
     const readyAt = job.readyAt === null ? null : Math.min(job.readyAt, claimedAt);
     if (readyAt !== null) attributes['kiln.wait_ms'] = claimedAt - readyAt;
+    // A job stored without a context (submitted while tracing was off) has no PRODUCER span: its
+    // attempt is the root, from when the job became ready, and its wait is inside it.
     const span = this.#tracer.startSpan(
       `process ${job.type}`,
-      { kind: SpanKind.CONSUMER, startTime: claimedAt, attributes },
+      { kind: SpanKind.CONSUMER, startTime: stored === null ? (readyAt ?? claimedAt) : claimedAt, attributes },
       contextOf(stored),
     );
     if (readyAt !== null) {
-      // Beside the attempt under the job's PRODUCER span; a job stored without a context (submitted
-      // while tracing was off) has none: its attempt is the root, and its wait is inside it.
+      // Beside the attempt, under the job's PRODUCER span.
       const parent = stored === null ? trace.setSpan(ROOT_CONTEXT, span) : contextOf(stored);
       this.#tracer
         .startSpan(

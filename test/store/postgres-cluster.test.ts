@@ -410,11 +410,18 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
             CLAIM_TRANSACTION,
             'jobs_type_group',
           ],
+          ['the chosen jobs of a held-group claim, locked', held.lock, [ids], CLAIM_TRANSACTION, 'jobs_pkey'],
         ] as const) {
           for (const generic of [false, true]) {
             const plan = await explain(statement.text, params, begin, generic);
             const which = `${name} (${generic ? 'generic' : 'custom'} plan): ${JSON.stringify(plan)}`;
             const nodes = planNodes(plan);
+            if (statement === held.byGroup) {
+              assert.ok(
+                !nodes.some((node) => node['Index Name'] === 'jobs_claim_type'),
+                `${which} reads a group's jobs in the type's index, past the held ones`,
+              );
+            }
             assert.ok(
               // `name*`: any index whose name starts so (the planner picks by the table's types).
               nodes.some((node) =>

@@ -124,4 +124,38 @@ describe('postgres store: passing over held groups (KILN_TEST_PG)', () => {
     assert.ok(byGroupReads > 0, 'some rounds had a held run longer than the window and were read by group');
     assert.ok(sharedRounds > 0, 'some groups had two queued jobs on one round');
   });
+
+  it('passes over a job another statement holds for the next in line, so the claim is not short', async () => {
+    const schema = freshSchemaName();
+    schemas.push(schema);
+    const store = await PostgresStore.open({
+      url: TEST_PG_URL,
+      schema,
+      poolSize: 2,
+      capacity: 100_000,
+      pollMs: 60_000,
+    });
+    closing.push(() => store.close());
+    const held = Array.from({ length: 200 }, () => newJob({ group: 'tenant-held', priority: 9 }));
+    const free = Array.from({ length: 4 }, () => newJob({ group: 'tenant-free', priority: 9 }));
+    assert.equal((await store.insert([...held, ...free])).ok, true);
+    const reader = new HeldGroupReader(schema);
+    const holder = await connect();
+    closing.push(() => holder.end());
+    const client = await connect();
+    closing.push(() => client.end());
+    // Another statement holds the best free job (as a submission locks a parent, or a cancel its job).
+    await holder.query('BEGIN');
+    await holder.query(`SELECT id FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [free[0]!.id]);
+    try {
+      const got = await inTransaction(client, async () =>
+        (await reader.candidates(client as unknown as pg.PoolClient, ['test.echo'], [2], ['tenant-held'], 2))?.map(
+          (candidate) => candidate.id,
+        ),
+      );
+      assert.deepEqual(got, [free[1]!.id, free[2]!.id]);
+    } finally {
+      await holder.query('ROLLBACK');
+    }
+  });
 });

@@ -56,8 +56,8 @@ export function claimStatements(schema: string) {
   const now = `${s}.now_ms()`;
   /**
    * The chosen candidates ($2) become running under the owner's lease ($1, $3 ms): the CTEs
-   * `picked`, `claimed`. Candidates are locked by the statement that read them, except those
-   * read without a lock (held-groups.ts): one another claim holds is skipped, never waited for.
+   * `picked`, `claimed`. Candidates are locked by the statements that chose them; should one
+   * not be, one another claim holds is skipped, never waited for.
    */
   const claimChosen = `
 WITH picked AS MATERIALIZED (

@@ -22,13 +22,16 @@ import { inLine, NOT_PAUSED, prepared } from './sql.js';
  *
  * Past MAX_GROUPS groups in one level it is read as before, in line, held jobs skipped one
  * by one. Nothing is remembered between claims, so no job put anywhere in line, by any
- * server, is missed; and nothing is locked here: the jobs chosen are when they are claimed.
+ * server, is missed. Nothing is locked while reading; the jobs chosen are locked in line
+ * order, one that another claim holds replaced by the next.
  */
 
 /** Jobs of a level read in line before its groups are looked at one by one. */
 const WINDOW = 64;
 /** Groups at one priority looked at one by one, at most. */
 export const MAX_GROUPS = 1000;
+/** Rounds of locking the chosen jobs, each replacing those another claim held. */
+const LOCK_ROUNDS = 3;
 /** The levels of a type's line, best first. */
 const LEVELS = Array.from({ length: 10 }, (_, index) => 9 - index);
 
@@ -49,15 +52,14 @@ export function heldGroupStatements(schema: string) {
   const s = `"${schema}"`;
   const columns = 'j.id::text AS id, j.type, j.group_key AS "group", j.priority, j.round, j.ready_at, j.ready_seq';
   const notPaused = NOT_PAUSED(s);
-  // A group's line is read in `jobs_type_group` (type, priority, group, then line order): ordered
-  // by the group first, which no other index gives, so that no plan reads it in the type's index,
-  // past the held jobs.
+  // A group's line is read in `jobs_type_group` (type, priority, group, then line order). Its group
+  // is named as a range of one and ordered by first, which no other index gives (an equality would
+  // make that order a given, and the type's index would do, reading past the held jobs).
   const groupLine = 'ORDER BY j.group_key, j.round, j.ready_at, j.ready_seq';
   return {
     /**
      * The first $3 jobs in line of each level ($1 types, $2 priorities), held or not. Nothing
-     * is locked: the jobs chosen are, when they are claimed (`claimIds` skips any another
-     * claim holds).
+     * is locked here: the jobs chosen are, afterwards (`lock`).
      */
     window: prepared(`
 SELECT w.* FROM unnest($1::text[], $2::smallint[]) AS t(type, p) CROSS JOIN LATERAL (
@@ -83,11 +85,13 @@ groups AS (
   SELECT g.type, g.p, (SELECT j.group_key FROM ${s}.jobs j
     WHERE j.status = 'queued' AND j.type = g.type AND j.priority = g.p AND j.group_key > g.g
     ORDER BY j.group_key LIMIT 1), g.k + 1
-  FROM groups g WHERE g.g IS NOT NULL AND g.k <= $5)
-SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t JOIN groups gr ON gr.type = t.type AND gr.p = t.p
-  AND gr.g IS NOT NULL AND gr.g <> ALL($4::text[]) CROSS JOIN LATERAL (
+  FROM groups g WHERE g.g IS NOT NULL AND g.k <= $5),
+sizes AS (SELECT type, p, count(*)::int AS n FROM groups WHERE g IS NOT NULL GROUP BY type, p)
+SELECT 'job' AS kind, c.*, NULL::int AS groups FROM levels t
+  JOIN sizes z ON z.type = t.type AND z.p = t.p AND z.n <= $5
+  JOIN groups gr ON gr.type = t.type AND gr.p = t.p AND gr.g IS NOT NULL AND gr.g <> ALL($4::text[]) CROSS JOIN LATERAL (
   SELECT ${columns} FROM ${s}.jobs j
-  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p AND j.group_key = gr.g
+  WHERE j.status = 'queued' AND j.type = t.type AND j.priority = t.p AND j.group_key >= gr.g AND j.group_key <= gr.g
   ${groupLine} LIMIT t.n) c
 WHERE ${notPaused}
 UNION ALL
@@ -97,8 +101,10 @@ SELECT 'job', c.*, NULL FROM levels t CROSS JOIN LATERAL (
   ${groupLine} LIMIT t.n) c
 WHERE ${notPaused}
 UNION ALL
-SELECT 'groups', NULL, gr.type, NULL, gr.p, NULL, NULL, NULL, count(*)::int FROM groups gr WHERE gr.g IS NOT NULL
-GROUP BY gr.type, gr.p`),
+SELECT 'groups', NULL, z.type, NULL, z.p, NULL, NULL, NULL, z.n FROM sizes z`),
+    /** The chosen jobs ($1), locked, skipping any another claim or statement holds: those answered. */
+    lock: prepared(`SELECT id::text AS id FROM ${s}.jobs WHERE id = ANY($1::uuid[]) AND status = 'queued'
+FOR UPDATE SKIP LOCKED`),
   };
 }
 
@@ -166,14 +172,42 @@ export class HeldGroupReader {
       ];
     }
     candidates.sort((a, b) => inLine(placeOf(a), placeOf(b)));
+    return this.#lockInLine(client, candidates, wanted, total);
+  }
+
+  /**
+   * The best candidates, locked: taken in line order within each type's and the claim's
+   * count; one another claim or statement holds is passed over for the next in line, so a
+   * claim comes back short only when what was read runs out.
+   */
+  async #lockInLine(
+    client: pg.PoolClient,
+    candidates: readonly CandidateRow[],
+    wanted: ReadonlyMap<string, number>,
+    total: number,
+  ): Promise<HeldCandidate[]> {
     const taken = new Map<string, number>();
     const chosen: HeldCandidate[] = [];
-    for (const row of candidates) {
-      if (chosen.length >= total) break;
-      const ofType = taken.get(row.type) ?? 0;
-      if (ofType >= (wanted.get(row.type) ?? 0)) continue;
-      taken.set(row.type, ofType + 1);
-      chosen.push({ id: row.id, type: row.type, group: row.group });
+    let next = 0;
+    for (let round = 0; round < LOCK_ROUNDS && chosen.length < total; round++) {
+      const asked = new Map(taken);
+      const batch: CandidateRow[] = [];
+      while (next < candidates.length && chosen.length + batch.length < total) {
+        const row = candidates[next++] as CandidateRow;
+        const ofType = asked.get(row.type) ?? 0;
+        if (ofType >= (wanted.get(row.type) ?? 0)) continue;
+        asked.set(row.type, ofType + 1);
+        batch.push(row);
+      }
+      if (batch.length === 0) break;
+      const locked = new Set(
+        (await run<{ id: string }>(client, this.#sql.lock, [batch.map((row) => row.id)])).rows.map((row) => row.id),
+      );
+      for (const row of batch) {
+        if (!locked.has(row.id)) continue;
+        taken.set(row.type, (taken.get(row.type) ?? 0) + 1);
+        chosen.push({ id: row.id, type: row.type, group: row.group });
+      }
     }
     return chosen;
   }
