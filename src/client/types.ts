@@ -13,12 +13,11 @@ import type {
   batchItemSchema,
   batchSchema,
   jobBatchResponseSchema,
-  scheduleRequestSchema,
-  scheduleSchema,
   statsSchema,
   taskSchema,
   tokenSchema,
 } from '../contract/schemas.js';
+import type { scheduleRequestSchema, scheduleSchema } from '../contract/schedule-schemas.js';
 import type { Scope } from '../contract/scopes.js';
 import type { JobStatus } from '../contract/job.js';
 

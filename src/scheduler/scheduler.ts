@@ -22,13 +22,13 @@ import { ScheduleRunner } from './schedules/schedule-runner.js';
 import { isInvalidState, type JobStore, type ListFilter, type Page } from '../store/store.js';
 import { isStoreError } from '../store/errors.js';
 import { routeStoreEvent, type StoreEventRouting } from './store-events.js';
-import { threadEndLine } from './thread-end-log.js';
+import { logThreadEnd } from './thread-end-log.js';
 import { type CallbackUrlCheck, Submission, type SubmitItem, type Submitted } from './submission.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
 import { waitForTerminal } from './long-poll.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { readStoredTrace, traceLogFields, type TraceParent } from '../tracing/trace-context.js';
+import type { TraceParent } from '../tracing/trace-context.js';
 
 /**
  * How often a server of a shared store reads again what other servers change (task limit
@@ -138,7 +138,7 @@ export class Scheduler {
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
       runningByType: () => this.#dispatcher.runningByType(),
-      runningByGroup: () => this.#dispatcher.runningByGroup(),
+      runningByGroup: () => this.#dispatcher.limits.runningByGroup(),
       paused: () => this.#dispatcher.paused,
       ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
@@ -486,19 +486,7 @@ export class Scheduler {
    */
   onThreadEnd(end: ThreadEnd): void {
     this.metrics.threadEnded(end.reason);
-    const line = threadEndLine(end);
-    const culprit = end.culprit?.jobId;
-    if (culprit === undefined) {
-      this.#log[line.level](line.fields, line.message);
-      return;
-    }
-    // A line naming a job carries its trace: read back first (the store may be down: then without).
-    void this.#store
-      .getMany([culprit])
-      .catch(() => [])
-      .then(([job]) => {
-        this.#log[line.level]({ ...line.fields, ...traceLogFields(readStoredTrace(job?.trace ?? null)) }, line.message);
-      });
+    logThreadEnd(end, this.#log, (id) => this.#store.getMany([id]).then(([job]) => job ?? null));
   }
 
   /** Whether the store can take writes now (for /ready). */

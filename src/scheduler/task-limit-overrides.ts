@@ -66,7 +66,7 @@ export class TaskLimitOverrides {
     return this.#options.registry.list().map((task) => {
       const override = this.#overrides.get(task.name) ?? null;
       const effective = effectiveLimits(task, override ?? undefined);
-      const usage = dispatcher.limiter.usage(task.name);
+      const usage = dispatcher.limits.byType.usage(task.name);
       return {
         task,
         override,
@@ -94,7 +94,7 @@ export class TaskLimitOverrides {
     for (const task of this.#options.registry.list()) {
       limits.set(task.name, effectiveLimits(task, this.#overrides.get(task.name)));
     }
-    this.#options.dispatcher.limiter.configure(limits);
+    this.#options.dispatcher.limits.byType.configure(limits);
     this.#options.dispatcher.pump();
   }
 }

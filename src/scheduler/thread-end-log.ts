@@ -1,4 +1,6 @@
 import type { ThreadEnd } from '../workers/pool.js';
+import type { FaultLogger } from '../fault-log.js';
+import { readStoredTrace, traceLogFields } from '../tracing/trace-context.js';
 
 export interface ThreadEndLine {
   level: 'info' | 'warn';
@@ -30,4 +32,26 @@ export function threadEndLine(end: ThreadEnd): ThreadEndLine {
     };
   }
   return { level: 'warn', fields, message: `worker thread replaced (${end.reason})` };
+}
+
+/**
+ * Writes the line of a thread's end. A line naming a job carries the job's trace, read
+ * back first; should the store not answer, the line goes without it.
+ */
+export function logThreadEnd(
+  end: ThreadEnd,
+  log: FaultLogger,
+  readJob: (id: string) => Promise<{ trace: string | null } | null>,
+): void {
+  const line = threadEndLine(end);
+  const culprit = end.culprit?.jobId;
+  if (culprit === undefined) {
+    log[line.level](line.fields, line.message);
+    return;
+  }
+  void readJob(culprit)
+    .catch(() => null)
+    .then((job) => {
+      log[line.level]({ ...line.fields, ...traceLogFields(readStoredTrace(job?.trace ?? null)) }, line.message);
+    });
 }

@@ -2,13 +2,8 @@ import type { z } from 'zod';
 import type { Job, JobSummary } from '../contract/job.js';
 import type { DeliveryRecord } from '../contract/delivery.js';
 import type { Schedule } from '../contract/schedule.js';
-import type {
-  batchSchema,
-  deliveriesSchema,
-  jobSchema,
-  jobSummarySchema,
-  scheduleSchema,
-} from '../contract/schemas.js';
+import type { batchSchema, deliveriesSchema, jobSchema, jobSummarySchema } from '../contract/schemas.js';
+import type { scheduleSchema } from '../contract/schedule-schemas.js';
 import type { Batch } from '../contract/batch.js';
 
 export type ApiJob = z.output<typeof jobSchema>;

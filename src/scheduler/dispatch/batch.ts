@@ -1,5 +1,7 @@
 import type { ClaimedJob } from '../../store/store.js';
 import type { AttemptSpan } from '../../tracing/tracing.js';
+import type { AttemptInput } from '../../workers/protocol.js';
+import { storedHeaders } from '../../tracing/trace-context.js';
 
 export type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -34,4 +36,28 @@ export function abortCause(batch: Batch, reason: AbortReason): string {
   return reason === 'timeout'
     ? `ran longer than its timeout of ${Math.min(...batch.jobs.map((job) => job.timeoutMs))} ms`
     : ABORT_CAUSES[reason];
+}
+
+/**
+ * The message's attempts as its thread receives them. The handler's calls join the
+ * attempt's trace: its span's context, or with tracing off the job's stored one.
+ */
+export function attemptInputs(batch: Batch): AttemptInput[] {
+  return batch.jobs.map((job, index) => {
+    const input: AttemptInput = {
+      jobId: job.id,
+      type: job.type,
+      attempt: job.attempts,
+      payloadText: job.payloadText,
+      parents: job.parents,
+    };
+    const span = batch.spans?.[index];
+    const headers =
+      span === undefined ? storedHeaders(job.trace) : { traceparent: span.traceparent, tracestate: span.tracestate };
+    if (headers !== null) {
+      input.traceparent = headers.traceparent;
+      input.tracestate = headers.tracestate;
+    }
+    return input;
+  });
 }

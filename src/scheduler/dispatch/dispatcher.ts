@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { AttemptInput, TaskAnswer } from '../../workers/protocol.js';
+import type { TaskAnswer } from '../../workers/protocol.js';
 import type { ClaimedJob, JobStore } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
 import { AttemptStarts } from './attempt-start.js';
@@ -8,14 +8,14 @@ import { FaultLog, type FaultLogger } from '../../fault-log.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../../workers/pool.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
-import { TaskLimiter } from './task-limits.js';
+import { JobLimits } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
-import { threadsFor } from './thread-sizing.js';
-import { abortCause, type AbortReason, type Batch } from './batch.js';
+import { largestMeanMs, threadsFor } from './thread-sizing.js';
+import { claimLimits } from './claim-limits.js';
+import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
 import type { Tracing } from '../../tracing/tracing.js';
-import { storedHeaders } from '../../tracing/trace-context.js';
 
 export interface DispatcherOptions {
   store: JobStore;
@@ -85,10 +85,8 @@ export class Dispatcher {
   readonly #micro: MicroBatching;
   readonly #leases: LeaseKeeper;
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  /** Task limits (concurrency, rate) as this server applies them. */
-  readonly limiter = new TaskLimiter();
-  /** Group limits, the same way, keyed by group; jobs without a group are not limited by them. */
-  readonly groupLimiter = new TaskLimiter();
+  /** Task and group limits (concurrency, rate) as this server applies them. */
+  readonly limits = new JobLimits();
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
   readonly #batches = new Set<Batch>();
@@ -325,48 +323,18 @@ export class Dispatcher {
           this.#pool.slots.available,
         );
         if (free <= 0) continue;
-        const allowance = this.limiter.active ? this.limiter.allowance() : null;
-        const groupAllowance = this.groupLimiter.active ? this.groupLimiter.allowance() : null;
-        const passed = new Set<string>();
-        const passedGroups = new Set<string>();
+        const limits = claimLimits(this.limits, () => this.#options.taskTypes?.() ?? []);
         const batches = await this.#store.claim({
           owner: this.owner,
           leaseMs: this.#options.leaseMs,
           batches: free,
           micro: this.#micro.request(),
-          ...(allowance === null && groupAllowance === null ? {} : { types: this.#options.taskTypes?.() ?? [] }),
-          ...(allowance === null
-            ? {}
-            : {
-                allowance: allowance.left,
-                limits: this.limiter.limits(),
-                passedOver: (type: string) => passed.add(type),
-              }),
-          ...(groupAllowance === null
-            ? {}
-            : {
-                groupAllowance: groupAllowance.left,
-                groupLimits: this.groupLimiter.limits(),
-                groupPassedOver: (group: string) => passedGroups.add(group),
-              }),
+          ...limits.request,
         });
         // A claim answered while the store cannot write (it hands out nothing, or claims it
         // then loses) does not end the fault: only a store that writes again does.
         if (this.#store.available) this.#claimFault.succeeded();
-        for (const type of passed) {
-          this.#metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
-        }
-        for (const group of passedGroups) {
-          this.#metrics.groupLimited(group, groupAllowance?.held.get(group) ?? 'concurrency');
-        }
-        // A job held by its rate limit is claimed when a token comes back; one held by its
-        // concurrency when an attempt of its type (or group) ends, which pumps anyway.
-        this.#wake.armLimit(
-          earliest(
-            passed.size > 0 ? (allowance?.wakeAt ?? null) : null,
-            passedGroups.size > 0 ? (groupAllowance?.wakeAt ?? null) : null,
-          ),
-        );
+        this.#wake.armLimit(limits.passedOver(this.#metrics));
         if (this.#stopped) {
           // Stopped while the claim read its jobs: they go back, unrun.
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
@@ -395,26 +363,12 @@ export class Dispatcher {
    * messages on the others end.
    */
   #sizeThreads(batches: ClaimedJob[][]): void {
-    let meanMs: number | null = 0;
-    for (const jobs of batches) {
-      for (const job of jobs) {
-        const mean = this.#micro.meanMs(job.type);
-        if (mean === null || this.#options.isolated?.(job.type) === true) meanMs = null;
-        else if (meanMs !== null) meanMs = Math.max(meanMs, mean);
-        if (meanMs === null) break;
-      }
-      if (meanMs === null) break;
-    }
+    const meanMs = largestMeanMs(batches, (type) =>
+      this.#options.isolated?.(type) === true ? null : this.#micro.meanMs(type),
+    );
     const wanted = threadsFor(meanMs, this.#options.threads, this.#options.mainMsPerJob);
     if (wanted > this.#pool.threadsInUse) this.#pumpAgain = true;
     this.#pool.useThreads(wanted);
-  }
-
-  /** Attempts of each group with limits this server runs now (a look-ahead included). */
-  runningByGroup(): Map<string, number> {
-    const running = new Map<string, number>();
-    for (const group of this.groupLimiter.limits().keys()) running.set(group, this.groupLimiter.usage(group).running);
-    return running;
   }
 
   /** Attempts of each type this server runs now (a look-ahead included). */
@@ -451,37 +405,12 @@ export class Dispatcher {
       timer: this.#starts.timeout(() => batch, timeoutMs, timeoutMs),
     };
     this.#batches.add(batch);
-    if (this.limiter.active) {
-      for (const job of jobs) this.limiter.claimed(job.type, job.id, () => this.#pool.slots.startedAt(slot));
-    }
-    if (this.groupLimiter.active) {
-      for (const job of jobs) {
-        if (job.group !== null) this.groupLimiter.claimed(job.group, job.id, () => this.#pool.slots.startedAt(slot));
-      }
-    }
+    this.limits.claimed(jobs, () => this.#pool.slots.startedAt(slot));
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
     void this.#pool.slots.leftPosted(slot).then(() => this.#starts.record(batch));
-    const attempts: AttemptInput[] = [];
-    for (const [index, job] of jobs.entries()) {
-      this.#byJob.set(job.id, batch);
-      const input: AttemptInput = {
-        jobId: job.id,
-        type: job.type,
-        attempt: job.attempts,
-        payloadText: job.payloadText,
-        parents: job.parents,
-      };
-      // The handler's calls join the attempt's trace; with tracing off, the request's.
-      const span = batch.spans?.[index];
-      const headers =
-        span === undefined ? storedHeaders(job.trace) : { traceparent: span.traceparent, tracestate: span.tracestate };
-      if (headers !== null) {
-        input.traceparent = headers.traceparent;
-        input.tracestate = headers.tracestate;
-      }
-      attempts.push(input);
-    }
+    for (const job of jobs) this.#byJob.set(job.id, batch);
+    const attempts = attemptInputs(batch);
     const settled = this.#pool
       .run({ attempts, slot })
       .then(
@@ -515,10 +444,7 @@ export class Dispatcher {
   }
 
   #giveBackJobs(jobs: ClaimedJob[], dropped: ReadonlySet<string>): void {
-    for (const job of jobs) {
-      this.limiter.ended(job.type, job.id, null);
-      if (job.group !== null) this.groupLimiter.ended(job.group, job.id, null);
-    }
+    this.limits.ended(jobs, null);
     const back = jobs.filter((job) => !dropped.has(job.id));
     const released = this.#store
       .release(back.map((job) => ({ id: job.id, attempt: job.attempts, owner: this.owner })))
@@ -547,10 +473,7 @@ export class Dispatcher {
   async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
     const started = this.#pool.slots.startedAt(batch.slot);
-    for (const job of batch.jobs) {
-      this.limiter.ended(job.type, job.id, started);
-      if (job.group !== null) this.groupLimiter.ended(job.group, job.id, started);
-    }
+    this.limits.ended(batch.jobs, started);
     this.#pool.slots.release(batch.slot);
     this.#batches.delete(batch);
     if (batch.recalled) this.#recalled -= 1;
@@ -571,10 +494,4 @@ export class Dispatcher {
     const items = batchOutcomes(batch, answer, failure, started, this.#outcomeContext);
     if (items.length > 0) await this.#outcomes.write(items);
   }
-}
-
-/** The earlier of two times, either of which may be missing. */
-function earliest(a: number | null, b: number | null): number | null {
-  if (a === null) return b;
-  return b === null ? a : Math.min(a, b);
 }

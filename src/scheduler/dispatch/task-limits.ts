@@ -167,3 +167,40 @@ export class TaskLimiter {
     return { count, oldestKnown };
   }
 }
+
+/**
+ * The limits this server applies to its attempts: each job counts against its type's
+ * limits and, when it has a group, against its group's (the same limiter, keyed by group).
+ */
+export class JobLimits {
+  readonly byType: TaskLimiter;
+  readonly byGroup: TaskLimiter;
+
+  constructor(clock: () => number = Date.now) {
+    this.byType = new TaskLimiter(clock);
+    this.byGroup = new TaskLimiter(clock);
+  }
+
+  /** Jobs claimed into one message; `startedAt` tells when its thread started it, once it has. */
+  claimed(jobs: readonly { id: string; type: string; group: string | null }[], startedAt: () => number | null): void {
+    for (const job of jobs) {
+      if (this.byType.active) this.byType.claimed(job.type, job.id, startedAt);
+      if (this.byGroup.active && job.group !== null) this.byGroup.claimed(job.group, job.id, startedAt);
+    }
+  }
+
+  /** Their attempts ended (`startedAt` null: given back unstarted, paying no token). */
+  ended(jobs: readonly { id: string; type: string; group: string | null }[], startedAt: number | null): void {
+    for (const job of jobs) {
+      this.byType.ended(job.type, job.id, startedAt);
+      if (job.group !== null) this.byGroup.ended(job.group, job.id, startedAt);
+    }
+  }
+
+  /** Attempts of each group with limits running now (a look-ahead included). */
+  runningByGroup(): Map<string, number> {
+    const running = new Map<string, number>();
+    for (const group of this.byGroup.limits().keys()) running.set(group, this.byGroup.usage(group).running);
+    return running;
+  }
+}

@@ -16,3 +16,22 @@ export function threadsFor(meanMs: number | null, threads: number, mainMsPerJob 
   if (meanMs === null) return threads;
   return Math.min(threads, Math.max(1, Math.round(meanMs / mainMsPerJob)));
 }
+
+/**
+ * The largest mean run time among the claimed jobs, in ms, by `meanMs` of each type; null
+ * as soon as one type has none (not measured yet, or isolated): such jobs get every thread.
+ */
+export function largestMeanMs(
+  batches: readonly (readonly { type: string }[])[],
+  meanMs: (type: string) => number | null,
+): number | null {
+  let largest = 0;
+  for (const jobs of batches) {
+    for (const job of jobs) {
+      const mean = meanMs(job.type);
+      if (mean === null) return null;
+      largest = Math.max(largest, mean);
+    }
+  }
+  return largest;
+}

@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import type { Scheduler } from '../../scheduler/scheduler.js';
 import { renderJob, renderSchedule } from '../render.js';
+import { jobSchema } from '../../contract/schemas.js';
 import {
-  jobSchema,
   scheduleListSchema,
   scheduleParamsSchema,
   scheduleRequestSchema,
   scheduleSchema,
-} from '../../contract/schemas.js';
+} from '../../contract/schedule-schemas.js';
 import { problemResponses } from '../openapi.js';
 import type { TypedApp } from '../typed-app.js';
 
