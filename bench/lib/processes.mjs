@@ -212,7 +212,8 @@ async function waitUntilServing(child, url, timeoutMs, describe) {
  * `cpuProf`: a directory to write a `node --cpu-prof` profile to at exit. `nodeArgs`:
  * more node options. `dir`: a directory of the caller's to keep the SQLite file and the
  * log in (a restart on the same file), which stop() leaves in place; `port`: the port to
- * listen on (default: a free one).
+ * listen on (default: a free one). `main`: the server's entry point (default this
+ * checkout's; another commit's, built by lib/baseline-checkout.mjs).
  * Answers `{ url, pid, dir, child, stop() }`; stop() is SIGTERM (graceful, so a profile is
  * written), then SIGKILL after 15 s, and removes the temp directory.
  */
@@ -227,6 +228,7 @@ export async function startKiln(options = {}) {
     nodeArgs: extraNodeArgs = [],
     dir: ownDir = null,
     port: fixedPort = null,
+    main = KILN_MAIN,
   } = options;
   if (store === 'postgres' && pg === null) throw new Error('startKiln: the postgres store needs pg: { url, schema }');
   const dir = ownDir ?? mkdtempSync(join(tmpdir(), 'kiln-bench-'));
@@ -234,7 +236,7 @@ export async function startKiln(options = {}) {
   const logPath = join(dir, 'kiln.log');
   const log = openSync(logPath, 'a');
   const nodeArgs = [...(cpuProf === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`]), ...extraNodeArgs];
-  const child = spawnNode(KILN_MAIN, [], {
+  const child = spawnNode(main, [], {
     cpus,
     nodeArgs,
     stdio: ['ignore', log, log],
