@@ -3,8 +3,8 @@
  *
  * Opening the pool's BroadcastChannel at module load is deliberate: this module is only
  * ever loaded as a thread's entry. The channel is unref()ed so it never keeps the thread
- * alive. Each running attempt registers its AbortController under its job id, so an
- * `abort` message from the main thread reaches the handler's ctx.signal.
+ * alive. Each running attempt registers its Abort under its job id, so an `abort`
+ * message from the main thread reaches the handler's ctx.signal.
  *
  * Crashes: every attempt runs in an AsyncLocalStorage context, which timers, promises
  * and I/O callbacks it schedules inherit, so an error no handler caught (a throw from a
@@ -34,6 +34,7 @@ import type {
   ThreadData,
   ThreadTask,
 } from './protocol.js';
+import { Abort } from './abort.js';
 import { endSlot, startSlot } from './slots.js';
 import type { Snooze, TaskContext, TaskDefinition } from './task.js';
 
@@ -62,7 +63,7 @@ const data = workerData as ThreadData | null;
 lowerThreadPriority(data?.nice ?? 0);
 const channel = data === null ? null : new BroadcastChannel(data.channelName);
 const slots = data === null ? null : new BigInt64Array(data.slots);
-const running = new Map<string, AbortController>();
+const running = new Map<string, Abort>();
 const loaded = new Map<string, Promise<TaskDefinition>>();
 const attemptContext = new AsyncLocalStorage<AttemptRun>();
 /** What ctx.snooze answered, for the handlers of this thread to return or throw. */
@@ -277,17 +278,19 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
     return { ok: false, error: { ...describeError(err), retryable: false } };
   }
 
-  // The attempt's timeout is the dispatcher's: it aborts this controller (through the
+  // The attempt's timeout is the dispatcher's: it aborts this attempt (through the
   // channel) and then terminates the thread.
-  const controller = new AbortController();
-  running.set(input.jobId, controller);
+  const abort = new Abort();
+  running.set(input.jobId, abort);
   try {
     const payload = await parsePayload(definition, JSON.parse(input.payloadText) as unknown);
     if (!payload.ok) return { ok: false, error: payload.error };
     const ctx: TaskContext = {
       jobId: input.jobId,
       attempt: input.attempt,
-      signal: controller.signal,
+      get signal() {
+        return abort.signal;
+      },
       progress: progressReporter(input),
       parents: input.parents,
       snooze: requestSnooze,
@@ -299,7 +302,7 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   } catch (err) {
     return snoozed(err) ?? { ok: false, error: describeError(err) };
   } finally {
-    if (running.get(input.jobId) === controller) running.delete(input.jobId);
+    if (running.get(input.jobId) === abort) running.delete(input.jobId);
   }
 }
 
