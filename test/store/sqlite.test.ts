@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import jobsSchema from '../../src/store/sqlite/migrations/001-jobs.js';
 import settingsSchema from '../../src/store/sqlite/migrations/002-settings.js';
 import runningLeaseSchema from '../../src/store/sqlite/migrations/003-running-lease.js';
-import { SCHEMA_VERSION } from '../../src/store/sqlite/migrate.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/migrate.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import {
   assertCountsExact,
@@ -308,6 +308,40 @@ describe('sqlite store: the file', () => {
     const upgraded = schemaOf(path);
     assert.equal(upgraded.version, SCHEMA_VERSION);
     assert.ok(upgraded.names.includes('jobs_running_lease'));
+  });
+
+  it('upgrades a file of schema version 11: the jobs of a batch with a callback are counted, the others read', async () => {
+    const path = freshPath();
+    const raw = new Database(path);
+    for (const step of MIGRATIONS.slice(0, 11)) raw.exec(step);
+    const callback = JSON.stringify({ url: 'https://hooks.example.com/b' });
+    const addBatch = raw.prepare(
+      'INSERT INTO batches (id, total, remaining, created_at, finished_at, callback) VALUES (?, 1, 1, ?, NULL, ?)',
+    );
+    addBatch.run('b-callback', T0, callback);
+    addBatch.run('b-plain', T0, null);
+    insertRawJob(raw, { id: 'in-callback-batch', status: 'queued' });
+    insertRawJob(raw, { id: 'in-plain-batch', status: 'queued' });
+    raw.prepare("UPDATE jobs SET batch = 'b-callback' WHERE id = 'in-callback-batch'").run();
+    raw.prepare("UPDATE jobs SET batch = 'b-plain' WHERE id = 'in-plain-batch'").run();
+    raw.pragma('user_version = 11');
+    raw.close();
+
+    const clock = new FakeClock(T0 + 100);
+    const store = await SqliteStore.open(path, { capacity: 10, clock: clock.now });
+    try {
+      assert.equal((await store.batch('b-callback'))?.finishedAt, null);
+      for (let i = 0; i < 2; i++) await finishOne(store, await claimOne(store), completed(i));
+      const due = await store.claimDeliveries(OWNER, 10_000, 10);
+      assert.deepEqual(
+        due.map((d) => [d.event, d.jobId]),
+        [['batch.finished', 'b-callback']],
+      );
+      assert.equal((await store.batch('b-callback'))?.finishedAt, T0 + 100);
+      assert.equal((await store.batch('b-plain'))?.finishedAt, T0 + 100);
+    } finally {
+      await store.close();
+    }
   });
 
   it('refuses a file written by a newer schema', async () => {

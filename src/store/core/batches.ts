@@ -14,22 +14,36 @@ export interface BatchRow {
   trace: string | null;
 }
 
-/** The jobs of a batch counted by status, one row per status present. */
+/** The jobs of a batch counted by status, one row per status present, with their latest finish. */
 export interface BatchCountRow {
   status: JobStatus;
   n: number | string;
+  last: number | string | null;
 }
 
-/** The batch as the API shows it: every status counted, zeros included. */
+/**
+ * The batch as the API shows it: every status counted, zeros included. It is finished
+ * once none of its jobs is left to run, at the latest finish among its jobs and the row's
+ * `finished_at` (which a store keeps for a batch with a callback, and which holds the
+ * latest finish of its jobs since deleted), so both stores answer alike whichever of the
+ * two they keep.
+ */
 export function batchOf(row: BatchRow, counts: readonly BatchCountRow[]): Batch {
   const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
-  for (const count of counts) if (count.status in byStatus) byStatus[count.status] += Number(count.n);
+  let open = false;
+  let finishedAt = row.finished_at === null ? null : Number(row.finished_at);
+  for (const count of counts) {
+    if (!(count.status in byStatus)) continue;
+    byStatus[count.status] += Number(count.n);
+    if (!isTerminal(count.status)) open = true;
+    else if (count.last !== null) finishedAt = Math.max(finishedAt ?? 0, Number(count.last));
+  }
   return {
     id: row.id,
     total: Number(row.total),
     counts: byStatus,
     createdAt: Number(row.created_at),
-    finishedAt: row.finished_at === null ? null : Number(row.finished_at),
+    finishedAt: open ? null : finishedAt,
     callback: row.callback === null ? null : (JSON.parse(row.callback) as BatchCallback),
     trace: row.trace,
   };

@@ -23,7 +23,7 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
          ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
     batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback, trace FROM ${s}.batches WHERE id = $1`,
     /** By the `jobs_batch` index. */
-    batchCounts: `SELECT status, count(*) AS n FROM ${s}.jobs WHERE batch = $1 GROUP BY status`,
+    batchCounts: `SELECT status, count(*) AS n, max(finished_at) AS last FROM ${s}.jobs WHERE batch = $1 GROUP BY status`,
     list: (where: string[], limitParam: number) =>
       `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
 ORDER BY id DESC LIMIT $${limitParam}`,

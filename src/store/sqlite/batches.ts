@@ -25,6 +25,8 @@ export function prepareBatchStatements({ prepare }: Preparer) {
     selectBatch: prepare<BatchRow>(
       'SELECT id, total, remaining, created_at, finished_at, callback, trace FROM batches WHERE id = ?',
     ),
-    countBatch: prepare<BatchCountRow>('SELECT status, COUNT(*) AS n FROM jobs WHERE batch = ? GROUP BY status'),
+    countBatch: prepare<BatchCountRow>(
+      'SELECT status, COUNT(*) AS n, MAX(finished_at) AS last FROM jobs WHERE batch = ? GROUP BY status',
+    ),
   };
 }

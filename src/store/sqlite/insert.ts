@@ -101,6 +101,7 @@ export function insertJobs(
       row.schedule,
       row.callbackText,
       row.batch,
+      row.batch !== null && batch?.callback != null ? 1 : null,
       row.trace,
     );
     for (let position = 0; position < state.dependsOn.length; position++) {
@@ -138,8 +139,8 @@ export function prepareInsertStatements({ prepare }: Preparer) {
       `INSERT INTO jobs (id, type, status, priority, payload, result, error, attempts, max_attempts, timeout_ms,
         backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on,
         metadata, run_at, created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, dedupe_key,
-        group_key, schedule, callback, batch, trace)
-       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?)`,
+        group_key, schedule, callback, batch, batch_callback, trace)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 0, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     insertDep: prepare('INSERT INTO job_deps (child, parent, position) VALUES (?, ?, ?)'),
     selectByKey: prepare<JobRow>('SELECT * FROM jobs WHERE idempotency_key = ?'),

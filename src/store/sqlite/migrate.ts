@@ -11,13 +11,14 @@ import attemptStarted from './migrations/008-attempt-started.js';
 import snoozes from './migrations/009-snoozes.js';
 import batches from './migrations/010-batches.js';
 import trace from './migrations/011-trace.js';
+import batchCallbacks from './migrations/012-batch-callbacks.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
  * at open, in one exclusive transaction. Append a step to change the schema; never edit
  * one that shipped.
  */
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   jobs,
   settings,
   runningLease,
@@ -29,6 +30,7 @@ const MIGRATIONS: readonly string[] = [
   snoozes,
   batches,
   trace,
+  batchCallbacks,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

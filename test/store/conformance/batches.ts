@@ -79,6 +79,27 @@ export function batchesFacet(openStore: OpenStore): void {
       assert.equal((await store.batch(batch.id))?.finishedAt, T0 + 30);
     });
 
+    it('keeps when it finished once its jobs are removed, with a callback or without', async () => {
+      const { store, clock } = await openStore();
+      for (const callback of [null, { url: 'https://hooks.example.com/b' }]) {
+        const batch = { id: nextId(), createdAt: T0, callback };
+        const jobs = [newJob(), newJob()];
+        await insertBatch(store, jobs, batch);
+        clock.set(T0 + 10);
+        await finishOne(store, await claimOne(store), completed(1));
+        clock.set(T0 + 20);
+        await finishOne(store, await claimOne(store), completed(2));
+        assert.equal((await store.batch(batch.id))?.finishedAt, T0 + 20);
+        // The job that finished last goes first; then the other.
+        for (const job of [...jobs].reverse()) {
+          assert.equal(await store.remove(job.id as string), 'removed');
+          assert.equal((await store.batch(batch.id))?.finishedAt, T0 + 20, `callback ${JSON.stringify(callback)}`);
+        }
+        assert.deepEqual((await store.batch(batch.id))?.counts, ZERO);
+        clock.set(T0);
+      }
+    });
+
     it('does not count an item answered by an existing job, which keeps its own batch', async () => {
       const { store } = await openStore();
       const earlier = await insertOne(store, { idempotencyKey: 'k' });

@@ -30,8 +30,8 @@ describe('batch rows', () => {
     const row = { id: 'b1', total: 3, remaining: 1, created_at: 10, finished_at: null, callback: null, trace: null };
     assert.deepEqual(
       batchOf(row, [
-        { status: 'completed', n: '2' },
-        { status: 'running', n: 1 },
+        { status: 'completed', n: '2', last: '40' },
+        { status: 'running', n: 1, last: null },
       ]),
       {
         id: 'b1',
@@ -42,6 +42,25 @@ describe('batch rows', () => {
         callback: null,
         trace: null,
       },
+    );
+  });
+
+  it('is finished once no job is left to run, at the latest finish of its jobs and of the row', () => {
+    const row = { id: 'b1', total: 3, remaining: 3, created_at: 10, finished_at: null, callback: null, trace: null };
+    const done = [
+      { status: 'completed' as const, n: 2, last: '40' },
+      { status: 'failed' as const, n: 1, last: 55 },
+    ];
+    assert.equal(batchOf(row, done).finishedAt, 55);
+    // The row holds the latest finish of jobs since deleted, or the store's own count's.
+    assert.equal(batchOf({ ...row, finished_at: 70 }, done).finishedAt, 70);
+    assert.equal(batchOf({ ...row, finished_at: 30 }, done).finishedAt, 55);
+    // Every job deleted: the row's time stands.
+    assert.equal(batchOf({ ...row, finished_at: 70 }, []).finishedAt, 70);
+    // One job left to run: not finished, whatever the row says.
+    assert.equal(
+      batchOf({ ...row, finished_at: 70 }, [...done, { status: 'retrying', n: 1, last: null }]).finishedAt,
+      null,
     );
   });
 
