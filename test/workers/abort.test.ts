@@ -25,7 +25,10 @@ describe("an attempt's signal, made when first read", () => {
     const { signal } = abort;
     assert.equal(signal.aborted, true);
     assert.equal(signal.reason, reason);
-    assert.throws(() => signal.throwIfAborted(), (err) => err === reason);
+    assert.throws(
+      () => signal.throwIfAborted(),
+      (err) => err === reason,
+    );
   });
 
   it('never aborted: a live signal', () => {
