@@ -5,15 +5,18 @@ let sequence = 0;
 /** Random bytes drawn 4 KiB at a time: one system call per 256 ids, not one per id. */
 let pool = Buffer.alloc(0);
 let poolOffset = 0;
+/** Each byte's two hex digits. */
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
-function randomBlock(): Buffer {
-  if (poolOffset + 16 > pool.length) {
+/** The 8 random bytes of the next id, at the returned offset of `pool`. */
+function randomOffset(): number {
+  if (poolOffset + 8 > pool.length) {
     pool = randomBytes(4096);
     poolOffset = 0;
   }
-  const block = Buffer.from(pool.subarray(poolOffset, poolOffset + 16));
-  poolOffset += 16;
-  return block;
+  const at = poolOffset;
+  poolOffset += 8;
+  return at;
 }
 
 /**
@@ -24,6 +27,8 @@ function randomBlock(): Buffer {
  * Written here rather than taken from a package: the `uuid` package's v7 forgets its
  * ordering state when given a time (the store's clock), and `uuidv7`'s V7Generator, which
  * keeps it, took about 1.6x as long per id on the submit path (0.9-1.1 µs against 0.55-0.65 µs).
+ * The digits are written from a table rather than through a Buffer's toString: 250-265 ns
+ * an id against 435-535 (a million ids, this machine).
  */
 export function newJobId(now: number = Date.now()): string {
   let ms = Math.max(now, lastMs);
@@ -37,11 +42,15 @@ export function newJobId(now: number = Date.now()): string {
     sequence = 0;
   }
   lastMs = ms;
-  const bytes = randomBlock();
-  bytes.writeUIntBE(ms, 0, 6);
-  bytes[6] = 0x70 | (sequence >> 8);
-  bytes[7] = sequence & 0xff;
-  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  // The hex digits are written as they are read: no buffer, no copy of the random bytes.
+  const r = randomOffset();
+  const p = pool;
+  const high = Math.floor(ms / 0x10000);
+  const time = `${(high >>> 0).toString(16).padStart(8, '0')}-${(ms % 0x10000).toString(16).padStart(4, '0')}`;
+  return (
+    `${time}-${HEX[0x70 | (sequence >> 8)]}${HEX[sequence & 0xff]}-` +
+    `${HEX[0x80 | ((p[r] as number) & 0x3f)]}${HEX[p[r + 1] as number]}-` +
+    `${HEX[p[r + 2] as number]}${HEX[p[r + 3] as number]}${HEX[p[r + 4] as number]}` +
+    `${HEX[p[r + 5] as number]}${HEX[p[r + 6] as number]}${HEX[p[r + 7] as number]}`
+  );
 }
