@@ -10,7 +10,7 @@
  *
  *   node bench/cpu-efficiency.mjs [--size tiny|full] [--runs N] [--threads N] [--cpu-prof]
  */
-import { measureKilnRun, measurePiscinaRun, warmKiln } from './lib/measure.mjs';
+import { measureKilnRun, measurePiscinaRun, WARM_JOBS, warmKiln } from './lib/measure.mjs';
 import { startKiln } from './lib/processes.mjs';
 import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
 
@@ -40,7 +40,7 @@ await runBenchmark(NAME, async () => {
   for (let run = 1; run <= options.runs; run++) {
     const server = await startKiln({ store: 'sqlite', threads, cpuProf: options.cpuProf });
     try {
-      let completed = await warmKiln(server, { type: 'cpu.spin', payload: { ms: 1 } }, threads * 2);
+      let completed = await warmKiln(server, { type: 'cpu.spin', payload: { ms: 1 } });
       for (const ms of spins) {
         const job = { type: 'cpu.spin', payload: { ms } };
         const measureRaw = () =>
@@ -50,6 +50,7 @@ await runBenchmark(NAME, async () => {
             count,
             threads,
             singleThreadSamples: options.tiny ? 20 : Math.round(500 / ms),
+            warm: WARM_JOBS,
           });
         const measureKiln = () =>
           measureKilnRun(

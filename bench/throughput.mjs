@@ -16,7 +16,7 @@
  *   node bench/throughput.mjs [--size tiny|full] [--runs N] [--threads N] [--cpu-prof]
  */
 import { measureBullmqRun, REDIS_URL, redisUnavailable } from './lib/bullmq.mjs';
-import { measureKilnRun, measurePiscinaRun, warmKiln } from './lib/measure.mjs';
+import { measureKilnRun, measurePiscinaRun, WARM_JOBS, warmKiln } from './lib/measure.mjs';
 import { startKiln } from './lib/processes.mjs';
 import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
 
@@ -28,7 +28,7 @@ const TARGET_TO_PISCINA = 1.2;
 async function kilnRun(mode, total, threads, options) {
   const server = await startKiln({ store: 'sqlite', threads, cpuProf: options.cpuProf });
   try {
-    const warm = await warmKiln(server, NOOP, threads * 4);
+    const warm = await warmKiln(server, NOOP);
     const load =
       mode === 'batch'
         ? { total, job: NOOP, mode: 'batch', batchSize: 100, concurrency: 8 }
@@ -68,7 +68,7 @@ await runBenchmark(NAME, async () => {
     // The order rotates from run to run, so that a neighbour's load on this shared machine does not
     // always fall on the same system.
     const measurements = {
-      piscina: () => measurePiscinaRun({ task: 'noop', payload: {}, count: total, threads }),
+      piscina: () => measurePiscinaRun({ task: 'noop', payload: {}, count: total, threads, warm: WARM_JOBS }),
       batch: () => kilnRun('batch', total, threads, options),
       single: () => kilnRun('single', total, threads, options),
       bullmq: () => (redisDown === null ? measureBullmqRun({ total }) : null),

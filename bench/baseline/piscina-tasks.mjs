@@ -5,7 +5,7 @@
  * holds them). Optionally first times that handler on one thread, alone
  * (`singleThreadSamples` calls), which gives the ideal rate: cores ÷ task time.
  *
- * Input: one JSON argument { task: 'cpu.spin'|'noop', payload, count, threads, singleThreadSamples }.
+ * Input: one JSON argument { task: 'cpu.spin'|'noop', payload, count, threads, singleThreadSamples, warm }.
  * Output: one JSON line { startedAt, doneAt, count, singleThreadTaskMs }.
  */
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import { Piscina } from 'piscina';
 import { BENCH_DIR, ROOT_DIR } from '../lib/processes.mjs';
 
 const input = JSON.parse(process.argv[2] ?? '{}');
-const { task, payload = {}, count, threads, singleThreadSamples = 0 } = input;
+const { task, payload = {}, count, threads, singleThreadSamples = 0, warm = 0 } = input;
 const taskUrl = pathToFileURL(join(ROOT_DIR, 'dist', 'src', 'workers', 'tasks', `${task}.js`)).href;
 
 let singleThreadTaskMs = null;
@@ -34,8 +34,12 @@ const pool = new Piscina({
   idleTimeout: Number.POSITIVE_INFINITY,
   workerData: { taskUrl },
 });
-// Warm every thread (its import of the task module) before the clock starts.
+// Warm every thread (its import of the task module) before the clock starts, and as many
+// tasks as Kiln's warm-up (lib/measure.mjs, WARM_JOBS; a cpu.spin of 0 ms) so that both
+// are measured compiled.
 await Promise.all(Array.from({ length: threads * 2 }, () => pool.run(payload)));
+const warmPayload = task === 'cpu.spin' ? { ...payload, ms: 0 } : payload;
+await Promise.all(Array.from({ length: warm }, () => pool.run(warmPayload)));
 
 const startedAt = Date.now();
 const runs = new Array(count);

@@ -5,8 +5,8 @@
  * lib/thread-cpu.mjs) and divided by the jobs.
  */
 import { join } from 'node:path';
-import { pauseQueue, requestJson, resumeQueue, scrapeMetrics, waitUntilIdle } from './kiln-client.mjs';
-import { measureKilnRun } from './measure.mjs';
+import { pauseQueue, resumeQueue, scrapeMetrics, waitUntilIdle } from './kiln-client.mjs';
+import { measureKilnRun, warmKiln } from './measure.mjs';
 import { dropSchema, freshSchemaName, KILN_SCHEMA_PREFIX, PG_URL } from './postgres.mjs';
 import { BENCH_DIR, KILN_MAIN, runNodeJson, startKiln } from './processes.mjs';
 import { perJob, threadTimes } from './thread-cpu.mjs';
@@ -100,10 +100,7 @@ export async function measureOnce(workload, main = KILN_MAIN) {
     ...(schema === null ? {} : { pg: { url: PG_URL, schema } }),
   });
   try {
-    const warmJobs = Array.from({ length: 200 }, () => workload.job);
-    const warm = await requestJson(`${server.url}/v1/jobs/batch`, { method: 'POST', body: { jobs: warmJobs } });
-    await waitUntilIdle(server.url, { lastJobId: warm.jobs.at(-1).id, timeoutMs: 60_000 });
-    let warmed = warmJobs.length;
+    let warmed = await warmKiln(server, workload.job);
     if (workload.mode === 'waves') {
       // The single-job route too, so that its first compilation falls outside the measure.
       const singles = { url: server.url, total: 10 * WAVE, job: workload.job, mode: 'waves', wave: WAVE };
