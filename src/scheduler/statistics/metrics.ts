@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { FastCounter, FastHistogram } from './fast-metrics.js';
 import type { JobStats } from './job-stats.js';
 import type { QueueCounts } from '../../contract/queue.js';
 import { JOB_STATUSES, type JobStatus } from '../../contract/job.js';
@@ -53,14 +54,14 @@ const GAUGE_STATUSES = JOB_STATUSES.filter((status) => status === 'running' || P
  */
 export class KilnMetrics {
   readonly registry = new Registry();
-  readonly #submitted: Counter<'type'>;
-  readonly #finished: Counter<'type' | 'status'>;
+  readonly #submitted: FastCounter<'type'>;
+  readonly #finished: FastCounter<'type' | 'status'>;
   readonly #snoozed: Counter<'type'>;
-  readonly #attempts: Counter<'type' | 'outcome'>;
+  readonly #attempts: FastCounter<'type' | 'outcome'>;
   readonly #rejected: Counter<'reason'>;
-  readonly #wait: Histogram<'type'>;
-  readonly #run: Histogram<'type' | 'outcome'>;
-  readonly #commit: Histogram;
+  readonly #wait: FastHistogram<'type'>;
+  readonly #run: FastHistogram<'type' | 'outcome'>;
+  readonly #commit: FastHistogram;
   readonly #limited: Counter<'type' | 'limit'>;
   readonly #groupLimited: Counter<'group' | 'limit'>;
   readonly #dedupe: Counter<'type' | 'kind'>;
@@ -68,8 +69,8 @@ export class KilnMetrics {
   readonly #callbacks: Counter<'outcome'>;
   readonly #refused: Counter<'reason'>;
   readonly #threadRestarts: Counter<'reason'>;
-  readonly #httpRequests: Counter<'method' | 'route' | 'status'>;
-  readonly #httpSeconds: Histogram<'method' | 'route'>;
+  readonly #httpRequests: FastCounter<'method' | 'route' | 'status'>;
+  readonly #httpSeconds: FastHistogram<'method' | 'route'>;
   readonly #stats: JobStats | undefined;
 
   constructor(source: GaugeSource) {
@@ -84,13 +85,13 @@ export class KilnMetrics {
     ]) {
       this.registry.removeSingleMetric(name);
     }
-    this.#submitted = new Counter({
+    this.#submitted = new FastCounter({
       name: 'kiln_jobs_submitted_total',
       help: 'Jobs accepted, by task type.',
       labelNames: ['type'],
       registers,
     });
-    this.#finished = new Counter({
+    this.#finished = new FastCounter({
       name: 'kiln_jobs_finished_total',
       help: 'Jobs that reached a terminal status.',
       labelNames: ['type', 'status'],
@@ -102,7 +103,7 @@ export class KilnMetrics {
       labelNames: ['type'],
       registers,
     });
-    this.#attempts = new Counter({
+    this.#attempts = new FastCounter({
       name: 'kiln_job_attempts_total',
       help: 'Attempts that ended, by outcome.',
       labelNames: ['type', 'outcome'],
@@ -114,21 +115,21 @@ export class KilnMetrics {
       labelNames: ['reason'],
       registers,
     });
-    this.#wait = new Histogram({
+    this.#wait = new FastHistogram({
       name: 'kiln_job_wait_seconds',
       help: 'Time from ready to started.',
       labelNames: ['type'],
       buckets: JOB_SECONDS_BUCKETS,
       registers,
     });
-    this.#run = new Histogram({
+    this.#run = new FastHistogram({
       name: 'kiln_job_run_seconds',
       help: 'Attempt run time, by outcome.',
       labelNames: ['type', 'outcome'],
       buckets: JOB_SECONDS_BUCKETS,
       registers,
     });
-    this.#commit = new Histogram({
+    this.#commit = new FastHistogram({
       name: 'kiln_store_commit_seconds',
       help: 'Time a store commit of writes took (with its fsync on SQLite).',
       buckets: COMMIT_BUCKETS,
@@ -288,13 +289,13 @@ export class KilnMetrics {
         this.set(paused?.() === true ? 1 : 0);
       },
     });
-    this.#httpRequests = new Counter({
+    this.#httpRequests = new FastCounter({
       name: 'kiln_http_requests_total',
       help: 'HTTP requests answered, by route pattern, method and status code.',
       labelNames: ['method', 'route', 'status'],
       registers,
     });
-    this.#httpSeconds = new Histogram({
+    this.#httpSeconds = new FastHistogram({
       name: 'kiln_http_request_duration_seconds',
       help: 'Time from a request to the end of its answer, by route pattern and method.',
       labelNames: ['method', 'route'],
