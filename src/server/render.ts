@@ -12,8 +12,23 @@ export type ApiSchedule = z.output<typeof scheduleSchema>;
 export type ApiDelivery = z.output<typeof deliveriesSchema>['deliveries'][number];
 export type ApiBatch = z.output<typeof batchSchema>;
 
+let lastMs = Number.NaN;
+let lastIso = '';
+
+/**
+ * A time as RFC 3339. The last one is kept: the jobs of a batch share their creation
+ * time, and formatting a date was a fifth of rendering a job.
+ */
+function isoTime(ms: number): string {
+  if (ms !== lastMs) {
+    lastIso = new Date(ms).toISOString();
+    lastMs = ms;
+  }
+  return lastIso;
+}
+
 function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
+  return ms === null ? null : isoTime(ms);
 }
 
 /** A job as API.md shows it: times as RFC 3339, internal fields left out. */
@@ -51,7 +66,7 @@ function renderRest(job: JobSummary) {
     callback: job.callback,
     batch: job.batch,
     runAt: iso(job.runAt),
-    createdAt: new Date(job.createdAt).toISOString(),
+    createdAt: isoTime(job.createdAt),
     startedAt: iso(job.startedAt),
     finishedAt: iso(job.finishedAt),
   };
