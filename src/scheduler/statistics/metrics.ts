@@ -388,17 +388,25 @@ export class KilnMetrics {
     this.#child(this.#dedupe, type, kind).inc();
   }
 
+  // The schedules and groups whose series exist: a tick or a claim decided before a
+  // schedule or a group's limits were removed, and counted after, would make them again.
+  readonly #knownSchedules = new Set<string>();
+  readonly #limitedGroups = new Set<string>();
+
   scheduleTick(schedule: string, outcome: (typeof SCHEDULE_TICK_OUTCOMES)[number]): void {
+    if (!this.#knownSchedules.has(schedule)) return;
     this.#scheduleTicks.inc({ schedule, outcome });
   }
 
   /** A schedule exists: its tick counters start at 0 (they are labelled by its name, known only at run time). */
   scheduleKnown(schedule: string): void {
+    this.#knownSchedules.add(schedule);
     for (const outcome of SCHEDULE_TICK_OUTCOMES) this.#scheduleTicks.inc({ schedule, outcome }, 0);
   }
 
   /** A schedule was removed: its series go with it. */
   scheduleGone(schedule: string): void {
+    this.#knownSchedules.delete(schedule);
     for (const outcome of SCHEDULE_TICK_OUTCOMES) this.#scheduleTicks.remove({ schedule, outcome });
   }
 
@@ -407,16 +415,19 @@ export class KilnMetrics {
   }
 
   groupLimited(group: string, limit: (typeof LIMIT_KINDS)[number]): void {
+    if (!this.#limitedGroups.has(group)) return;
     this.#groupLimited.inc({ group, limit });
   }
 
   /** A group was given limits: its series start at 0 (groups are known only at run time). */
   groupKnown(group: string): void {
+    this.#limitedGroups.add(group);
     for (const limit of LIMIT_KINDS) this.#groupLimited.inc({ group, limit }, 0);
   }
 
   /** A group's limits were removed: its series go with them. */
   groupGone(group: string): void {
+    this.#limitedGroups.delete(group);
     for (const limit of LIMIT_KINDS) this.#groupLimited.remove({ group, limit });
   }
 
