@@ -45,20 +45,21 @@ export async function measureKilnRun(server, load, options = {}) {
 export const WARM_JOBS = 5000;
 
 /**
- * Runs `count` noop jobs in batches of 100, then a few jobs like `job` (one batch of 4),
- * and waits for them, so that V8 has compiled the job's path (HTTP, store, dispatch,
- * finish) and the threads have loaded the task module before a measurement. The bulk is
- * noop, not `job` at no cost: the dispatcher learns each type's run time, and a cpu.spin
- * learned at 0 ms would be micro-batched and given one thread. Answers how many ran.
+ * Runs `count` jobs and waits for them, so that V8 has compiled the job's path (HTTP,
+ * store, dispatch, finish) and the threads have loaded the task module before a
+ * measurement: the last 4 (or all, when fewer) like `job`, the rest noop, in batches of 100.
+ * The bulk is noop, not `job` at no cost: the dispatcher learns each type's run time, and a
+ * cpu.spin learned at 0 ms would be micro-batched and given one thread. Answers `count`.
  */
 export async function warmKiln(server, job, count = WARM_JOBS) {
   const send = (jobs) => requestJson(`${server.url}/v1/jobs/batch`, { method: 'POST', body: { jobs } });
-  for (let sent = 0; sent < count; sent += 100) {
-    await send(Array.from({ length: Math.min(100, count - sent) }, () => ({ type: 'noop' })));
+  const own = Math.min(4, count);
+  for (let sent = 0; sent < count - own; sent += 100) {
+    await send(Array.from({ length: Math.min(100, count - own - sent) }, () => ({ type: 'noop' })));
   }
-  const own = await send(Array.from({ length: 4 }, () => job));
-  await waitUntilIdle(server.url, { lastJobId: own.jobs.at(-1).id, timeoutMs: 120_000 });
-  return count + 4;
+  const last = await send(Array.from({ length: own }, () => job));
+  await waitUntilIdle(server.url, { lastJobId: last.jobs.at(-1).id, timeoutMs: 120_000 });
+  return count;
 }
 
 /** Raw piscina, one task per job, same handler; see baseline/piscina-tasks.mjs. */
