@@ -165,13 +165,13 @@ const print = (run, side, workload, f) =>
  * order alternating with `run`), or this checkout alone without a baseline. Answers
  * `{ checkout, baseline }` or `{ invalid }`.
  */
-async function measurePair(run, workload) {
+async function measurePair(run, label, workload) {
   const sides = [['checkout', KILN_MAIN]];
   if (baseline !== null) sides[run % 2 === 0 ? 'unshift' : 'push'](['baseline', baseline.main]);
   const pair = {};
   for (const [side, main] of sides) {
     const figures = await measureOnce(workload, main);
-    print(run, side, workload, figures);
+    print(`${label}${run}`, side, workload, figures);
     const reason = invalidRun(workload, figures);
     if (reason !== null) return { invalid: `${side}: ${reason}` };
     pair[side] = figures;
@@ -191,11 +191,11 @@ async function measureSet(list, label = '') {
   for (let run = 1; run <= runs; run++) {
     for (const workload of list) {
       if (invalid.has(workload.name)) continue;
-      let pair = await measurePair(`${label}${run}`, workload);
+      let pair = await measurePair(run, label, workload);
       if (pair.invalid !== undefined && !retried.has(workload.name)) {
         retried.add(workload.name);
         console.log(`  run ${label}${run}, ${workload.name}: INVALID (${pair.invalid}); measured again`);
-        pair = await measurePair(`${label}${run}`, workload);
+        pair = await measurePair(run, label, workload);
       }
       if (pair.invalid !== undefined) {
         invalid.set(workload.name, pair.invalid);

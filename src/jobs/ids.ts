@@ -31,7 +31,8 @@ function randomOffset(): number {
  * an id against 435-535 (a million ids, this machine).
  */
 export function newJobId(now: number = Date.now()): string {
-  let ms = Math.max(now, lastMs);
+  // A time in whole milliseconds: its digits are written as an integer's.
+  let ms = Math.max(Math.floor(now), lastMs);
   if (ms === lastMs) {
     sequence += 1;
     if (sequence > 0xfff) {

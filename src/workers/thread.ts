@@ -281,6 +281,7 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   // The attempt's timeout is the dispatcher's: it aborts this attempt (through the
   // channel) and then terminates the thread.
   const abort = new Abort();
+  let signal: AbortSignal | null = null;
   running.set(input.jobId, abort);
   try {
     const payload = await parsePayload(definition, JSON.parse(input.payloadText) as unknown);
@@ -289,7 +290,11 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
       jobId: input.jobId,
       attempt: input.attempt,
       get signal() {
-        return abort.signal;
+        return signal ?? abort.signal;
+      },
+      // A handler may put a signal of its own in its context (AbortSignal.any, say).
+      set signal(value: AbortSignal) {
+        signal = value;
       },
       progress: progressReporter(input),
       parents: input.parents,

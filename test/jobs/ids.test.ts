@@ -3,8 +3,10 @@ import { describe, it } from 'node:test';
 import { newJobId } from '../../src/jobs/ids.js';
 
 describe('newJobId', () => {
-  it('makes UUIDv7 strings', () => {
-    assert.match(newJobId(), /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  it('makes UUIDv7 strings, also from a clock that is not in whole milliseconds', () => {
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+    assert.match(newJobId(), uuid);
+    assert.match(newJobId(Date.now() + 0.5), uuid);
   });
 
   it('sorts by creation, also within one millisecond and when the clock steps back', () => {
