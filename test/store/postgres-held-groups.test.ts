@@ -3,9 +3,8 @@ import { after, describe, it } from 'node:test';
 import type pg from 'pg';
 import { claimStatements, CLAIM_TRANSACTION } from '../../src/store/postgres/claim.js';
 import { HeldGroupReader } from '../../src/store/postgres/held-groups.js';
-import { PostgresStore } from '../../src/store/postgres/store.js';
 import type { NewJob } from '../../src/contract/job.js';
-import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { connect, PgTestScope } from '../support/postgres.js';
 import { newJob, OWNER } from '../support/store-fixtures.js';
 
 /**
@@ -15,12 +14,8 @@ import { newJob, OWNER } from '../support/store-fixtures.js';
  * without a group, of two types at three priorities, with claims between them moving
  * the groups' rounds on. Both must name the same jobs in the same order.
  */
-const schemas: string[] = [];
-const closing: (() => Promise<void>)[] = [];
-after(async () => {
-  for (const close of closing.splice(0)) await close();
-  for (const schema of schemas) await dropSchema(schema);
-});
+const scope = new PgTestScope();
+after(() => scope.close());
 
 /** A small deterministic generator, so that a failure can be run again. */
 function seeded(seed: number): () => number {
@@ -55,18 +50,9 @@ async function countSharedRounds(client: pg.Client, schema: string): Promise<num
 
 describe('postgres store: passing over held groups (KILN_TEST_PG)', () => {
   it('names the same candidates as reading the whole line, in the same order', { timeout: 120_000 }, async () => {
-    const schema = freshSchemaName();
-    schemas.push(schema);
-    const store = await PostgresStore.open({
-      url: TEST_PG_URL,
-      schema,
-      poolSize: 2,
-      capacity: 10_000_000,
-      pollMs: 60_000,
-    });
-    closing.push(() => store.close());
+    const { store, schema } = await scope.openStore(10_000_000);
     const client = await connect();
-    closing.push(() => client.end());
+    scope.onClose(() => client.end());
     const reader = new HeldGroupReader(schema);
     const plain = claimStatements(schema).claimCandidatesByType;
     const random = seeded(20261126);
@@ -126,24 +112,15 @@ describe('postgres store: passing over held groups (KILN_TEST_PG)', () => {
   });
 
   it('passes over a job another statement holds for the next in line, so the claim is not short', async () => {
-    const schema = freshSchemaName();
-    schemas.push(schema);
-    const store = await PostgresStore.open({
-      url: TEST_PG_URL,
-      schema,
-      poolSize: 2,
-      capacity: 100_000,
-      pollMs: 60_000,
-    });
-    closing.push(() => store.close());
+    const { store, schema } = await scope.openStore(100_000);
     const held = Array.from({ length: 200 }, () => newJob({ group: 'tenant-held', priority: 9 }));
     const free = Array.from({ length: 4 }, () => newJob({ group: 'tenant-free', priority: 9 }));
     assert.equal((await store.insert([...held, ...free])).ok, true);
     const reader = new HeldGroupReader(schema);
     const holder = await connect();
-    closing.push(() => holder.end());
+    scope.onClose(() => holder.end());
     const client = await connect();
-    closing.push(() => client.end());
+    scope.onClose(() => client.end());
     // Another statement holds the best free job (as a submission locks a parent, or a cancel its job).
     await holder.query('BEGIN');
     await holder.query(`SELECT id FROM "${schema}".jobs WHERE id = $1 FOR UPDATE`, [free[0]!.id]);

@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { PgConnection, run } from '../../src/store/postgres/connection.js';
 import { prepared } from '../../src/store/postgres/sql.js';
-import { PostgresStore } from '../../src/store/postgres/store.js';
-import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { connect, PgTestScope, TEST_PG_URL } from '../support/postgres.js';
 import { newJob, nextId, OWNER } from '../support/store-fixtures.js';
 
 /**
@@ -12,19 +11,15 @@ import { newJob, nextId, OWNER } from '../support/store-fixtures.js';
  * (0A000). The connection is dropped and the statement prepared again on a new one,
  * rather than failing on every run.
  */
-const schemas: string[] = [];
-const closing: (() => Promise<void>)[] = [];
-after(async () => {
-  for (const close of closing.splice(0)) await close();
-  for (const schema of schemas) await dropSchema(schema);
-});
+const scope = new PgTestScope();
+after(() => scope.close());
 
 const SUM = prepared('SELECT 41 + $1::int AS n, pg_backend_pid() AS pid');
 
 /** A connection of the store's kind with a pool of one, so every call meets the same connection. */
 function onePool(): PgConnection {
   const db = new PgConnection({ url: TEST_PG_URL, schema: 'public', poolSize: 1, clock: null }, () => undefined);
-  closing.push(async () => {
+  scope.onClose(async () => {
     db.markClosed();
     await db.end();
   });
@@ -70,16 +65,7 @@ describe('postgres store: named statements out of step with the server (KILN_TES
   });
 
   it('claims again after a column a claim returns changed its type', { timeout: 60_000 }, async () => {
-    const schema = freshSchemaName();
-    schemas.push(schema);
-    const store = await PostgresStore.open({
-      url: TEST_PG_URL,
-      schema,
-      poolSize: 2,
-      capacity: 1_000_000,
-      pollMs: 60_000,
-    });
-    closing.push(() => store.close());
+    const { store, schema } = await scope.openStore(1_000_000);
     const ids = Array.from({ length: 12 }, () => nextId());
     const inserted = await store.insert(ids.map((id) => newJob({ id })));
     assert.equal(inserted.ok, true, JSON.stringify(inserted));
