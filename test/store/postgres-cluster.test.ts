@@ -9,6 +9,7 @@ import { heldGroupStatements } from '../../src/store/postgres/held-groups.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
 import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { explainPlan, planNodes } from '../support/pg-plans.js';
 import { completed, newJob, OWNER, rescueOnce } from '../support/store-fixtures.js';
 
 /**
@@ -38,23 +39,6 @@ async function cluster(n: number, capacity = 1_000_000): Promise<{ schema: strin
 /** A job as the scheduler makes them: a UUIDv7 and the store's clock. */
 function job(overrides: Partial<NewJob> = {}): NewJob {
   return newJob({ id: newJobId(), createdAt: Date.now(), ...overrides });
-}
-
-/** Every node of a plan as EXPLAIN (FORMAT JSON) gives it. */
-function planNodes(explained: unknown): Record<string, unknown>[] {
-  const nodes: Record<string, unknown>[] = [];
-  const visit = (node: Record<string, unknown>) => {
-    nodes.push(node);
-    for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) visit(child);
-  };
-  for (const entry of explained as { Plan: Record<string, unknown> }[]) visit(entry.Plan);
-  return nodes;
-}
-
-/** A value as a literal of an EXECUTE: ids, names and numbers, and arrays of them. */
-function literal(value: string | number | readonly (string | number)[]): string {
-  if (typeof value === 'number') return String(value);
-  return `'${typeof value === 'string' ? value : `{${value.join(',')}}`}'`;
 }
 
 async function insert(store: JobStore, jobs: NewJob[]): Promise<void> {
@@ -366,25 +350,6 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
         // The statements are prepared: after five runs PostgreSQL may keep a generic plan,
         // planned without the values, so that plan is checked as well as the one for them,
         // each under the settings the statement runs with.
-        type Param = string | number | readonly (string | number)[];
-        const explain = async (text: string, params: readonly Param[], begin: string, generic: boolean) => {
-          await db.query(begin);
-          try {
-            if (!generic) {
-              const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, [...params]);
-              return plan.rows[0]?.['QUERY PLAN'];
-            }
-            await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
-            await db.query(`PREPARE claim_plan AS ${text}`);
-            const plan = await db.query<{ 'QUERY PLAN': unknown }>(
-              `EXPLAIN (FORMAT JSON) EXECUTE claim_plan(${params.map(literal).join(', ')})`,
-            );
-            return plan.rows[0]?.['QUERY PLAN'];
-          } finally {
-            await db.query('ROLLBACK');
-            await db.query('DEALLOCATE ALL');
-          }
-        };
         for (const [name, statement, params, begin, index] of [
           ['claim', claims.claim, ['n', 10, 1000], 'BEGIN', 'jobs_claim'],
           ['micro-batch candidates', claims.claimCandidates, [64], CLAIM_TRANSACTION, 'jobs_claim'],
@@ -413,7 +378,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
           ['the chosen jobs of a held-group claim, locked', held.lock, [ids], CLAIM_TRANSACTION, 'jobs_pkey'],
         ] as const) {
           for (const generic of [false, true]) {
-            const plan = await explain(statement.text, params, begin, generic);
+            const plan = await explainPlan(db, statement.text, params, begin, generic);
             const which = `${name} (${generic ? 'generic' : 'custom'} plan): ${JSON.stringify(plan)}`;
             const nodes = planNodes(plan);
             if (statement === held.byGroup) {

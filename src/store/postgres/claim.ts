@@ -16,7 +16,7 @@ import type { StoreContext } from './context.js';
 import type { LimitKind, TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { inLine, type LinePlace, NOT_PAUSED, prefixed, prepared } from './sql.js';
+import { inLine, type LinePlace, NOT_PAUSED, prefixed, prepared, statusIs } from './sql.js';
 import { run } from './connection.js';
 import { HeldGroupReader } from './held-groups.js';
 
@@ -69,7 +69,7 @@ claimed AS (
   UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
     prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
     lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
-  FROM picked WHERE j.id = picked.id AND j.status = 'queued'
+  FROM picked WHERE j.id = picked.id AND ${statusIs('j', 'queued')}
   RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')})`;
   return {
     /**

@@ -11,7 +11,7 @@ import type { StartGroup } from './start-group.js';
 import type { StoreContext } from './context.js';
 import { inIdOrder } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { prefixed, prepared } from './sql.js';
+import { prefixed, prepared, statusIs } from './sql.js';
 
 /** A finish of an attempt that ran and ended (the finish function's business). */
 type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' } | { kind: 'snoozed' }> };
@@ -25,7 +25,7 @@ interface PendingFinish {
   reject: (error: unknown) => void;
 }
 
-function finishStatements(schema: string) {
+export function finishStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
   return {
@@ -39,7 +39,7 @@ locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FR
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = j.prior_started_at,
   lease_owner = NULL, lease_expires_at = NULL
 FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
-  AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
+  AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
   AND (NOT i.expired OR j.lease_expires_at < ${now})
 RETURNING ${prefixed('j')}`,
     /**
@@ -56,7 +56,7 @@ t AS MATERIALIZED (
   SELECT i.* FROM i CROSS JOIN LATERAL (SELECT j.id FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r)
 UPDATE ${s}.jobs j SET status = 'scheduled', run_at = c.at_ms + t.due_in, attempts = greatest(j.attempts - 1, 0),
   snoozes = j.snoozes + 1, started_at = coalesce(t.started, j.started_at), lease_owner = NULL, lease_expires_at = NULL
-FROM t, c WHERE j.id = t.id AND j.status = 'running' AND j.attempts = t.attempt AND j.lease_owner = t.owner
+FROM t, c WHERE j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
   AND (NOT t.expired OR j.lease_expires_at < c.at_ms)
 RETURNING j.id::text AS id, j.run_at`,
     finish:

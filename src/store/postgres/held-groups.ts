@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { run } from './connection.js';
-import { inLine, NOT_PAUSED, prepared } from './sql.js';
+import { inLine, NOT_PAUSED, prepared, statusIs } from './sql.js';
 
 /**
  * Candidates of a claim while groups are held back by their limits, without reading a
@@ -103,7 +103,7 @@ WHERE ${notPaused}
 UNION ALL
 SELECT 'groups', NULL, z.type, NULL, z.p, NULL, NULL, NULL, z.n FROM sizes z`),
     /** The chosen jobs ($1), locked, skipping any another claim or statement holds: those answered. */
-    lock: prepared(`SELECT id::text AS id FROM ${s}.jobs WHERE id = ANY($1::uuid[]) AND status = 'queued'
+    lock: prepared(`SELECT j.id::text AS id FROM ${s}.jobs j WHERE j.id = ANY($1::uuid[]) AND ${statusIs('j', 'queued')}
 FOR UPDATE SKIP LOCKED`),
   };
 }

@@ -6,12 +6,12 @@
 import type { Changes, InvalidState } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
-import { JOB_COLUMNS, prefixed } from './sql.js';
+import { JOB_COLUMNS, prefixed, statusIs } from './sql.js';
 import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import { inIdOrder, UUID } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 
-function jobActionStatements(schema: string) {
+export function jobActionStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
   return {
@@ -23,7 +23,7 @@ WITH held AS MATERIALIZED (
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = held.previous_start,
   lease_owner = NULL, lease_expires_at = NULL
-FROM held WHERE j.id = held.id AND j.status = 'running' AND j.attempts = held.attempt AND j.lease_owner = held.owner
+FROM held WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt AND j.lease_owner = held.owner
 RETURNING ${prefixed('j')}`,
     lockJob: `SELECT status, attempts, depends_on FROM ${s}.jobs WHERE id = $1 FOR UPDATE`,
     cancel: `

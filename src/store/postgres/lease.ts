@@ -9,6 +9,7 @@ import type { ExpiredAttempt, StartedAttempt } from '../store.js';
 import { inIdOrder, UUID } from './connection.js';
 import type { StoreContext } from './context.js';
 import { StartGroup } from './start-group.js';
+import { statusIs } from './sql.js';
 
 /**
  * How often handlers' starts are written: an attempt whose start is not written yet when
@@ -16,7 +17,7 @@ import { StartGroup } from './start-group.js';
  */
 const STARTS_EVERY_MS = 50;
 
-function leaseStatements(schema: string) {
+export function leaseStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
   return {
@@ -31,7 +32,7 @@ WITH held AS MATERIALIZED (
   WHERE r.status = 'running' AND r.lease_owner = $1),
 renewed AS (
   UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3 FROM held
-  WHERE j.id = held.id AND j.status = 'running' AND j.lease_owner = $1
+  WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.lease_owner = $1
   RETURNING j.id::text AS id),
 node AS (
   INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at, lease_ms)
@@ -49,7 +50,7 @@ WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[])
 locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
 UPDATE ${s}.jobs j SET started_at = i.at, attempt_started = true
 FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
-  AND j.status = 'running' AND j.attempts = i.attempt AND j.lease_owner = i.owner`,
+  AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner`,
     /**
      * Attempts whose lease ran out, oldest first. The job leases of servers whose node
      * lease ran out (not heard of for their lease_ms, within the last day: no job lease is

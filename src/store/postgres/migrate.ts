@@ -14,6 +14,7 @@ import groupLimits from './migrations/011-group-limits.js';
 import batches from './migrations/012-batches.js';
 import trace from './migrations/013-trace.js';
 import typeGroup from './migrations/014-type-group.js';
+import fenceById from './migrations/015-fence-by-id.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -44,6 +45,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 12, name: 'batches', sql: batches },
   { version: 13, name: 'trace', sql: trace },
   { version: 14, name: 'type-group', sql: typeGroup },
+  { version: 15, name: 'fence-by-id', sql: fenceById },
 ];
 
 /** Every step's version, in order. */

@@ -1,0 +1,51 @@
+import type pg from 'pg';
+
+/** A value a test passes to a statement it explains: ids, names and numbers, and arrays of them. */
+export type PlanParam = string | number | readonly (string | number)[];
+
+/** Every node of a plan as EXPLAIN (FORMAT JSON) gives it. */
+export function planNodes(explained: unknown): Record<string, unknown>[] {
+  const nodes: Record<string, unknown>[] = [];
+  const visit = (node: Record<string, unknown>) => {
+    nodes.push(node);
+    for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) visit(child);
+  };
+  for (const entry of explained as { Plan: Record<string, unknown> }[]) visit(entry.Plan);
+  return nodes;
+}
+
+/** A value as a literal of an EXECUTE. */
+export function literal(value: PlanParam): string {
+  if (typeof value === 'number') return String(value);
+  return `'${typeof value === 'string' ? value : `{${value.join(',')}}`}'`;
+}
+
+/**
+ * The plan of `text` for `params`, in a transaction begun with `begin` and rolled back:
+ * the custom plan PostgreSQL makes for these values, or (`generic`) the generic plan a
+ * prepared statement may keep after its fifth run, planned without them.
+ */
+export async function explainPlan(
+  db: pg.ClientBase,
+  text: string,
+  params: readonly PlanParam[],
+  begin: string,
+  generic: boolean,
+): Promise<unknown> {
+  await db.query(begin);
+  try {
+    if (!generic) {
+      const plan = await db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, [...params]);
+      return plan.rows[0]?.['QUERY PLAN'];
+    }
+    await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    await db.query(`PREPARE explained_plan AS ${text}`);
+    const plan = await db.query<{ 'QUERY PLAN': unknown }>(
+      `EXPLAIN (FORMAT JSON) EXECUTE explained_plan(${params.map(literal).join(', ')})`,
+    );
+    return plan.rows[0]?.['QUERY PLAN'];
+  } finally {
+    await db.query('ROLLBACK');
+    await db.query('DEALLOCATE ALL');
+  }
+}
