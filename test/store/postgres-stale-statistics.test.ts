@@ -13,11 +13,13 @@ import { claimRequest, completed, newJob, OWNER } from '../support/store-fixture
 /**
  * Statements that find jobs by their ids and fence them on a status, on a table analyzed
  * while it held a few finished jobs only (a new schema's first ANALYZE), then thousands of
- * jobs claimed and most of them finished: the statistics say no job is queued or running,
- * and the partial indexes on those statuses hold the dead entries of every job that passed
- * through. Each statement must still find its rows by id (jobs_pkey), as a custom plan and
- * as the generic plan a prepared statement keeps: reading a status's index in their place
- * reads every entry it holds, which made finishing a hundred jobs take seconds.
+ * jobs claimed and most of them finished: the statistics say no job is queued, running or
+ * waiting, and the partial indexes on those statuses hold the dead entries of every job
+ * that passed through. Each statement must still find its rows by id (jobs_pkey), as a
+ * custom plan and as the generic plan a prepared statement keeps: reading a status's index
+ * in their place reads every entry it holds, which made finishing a hundred jobs take
+ * seconds. So must every statement of the finish function and of release_dependents, as
+ * they run.
  */
 const scope = new PgTestScope();
 after(() => scope.close());
@@ -46,7 +48,13 @@ describe('postgres store: statistics taken while the table was young (KILN_TEST_
       first.map((job) => ({ id: job.id, attempt: job.attempts, owner: OWNER, outcome: completed(1), expired: false })),
     );
     await db.query(`ANALYZE "${schema}".jobs`);
-    // Then a burst: claimed, and most of it finished.
+    // Then parents running, each with a waiting child, which their finishes below release.
+    assert.equal((await store.insert(Array.from({ length: 8 }, () => newJob({ priority: 9 })))).ok, true);
+    const parents = (await store.claim(claimRequest(8))).flat();
+    assert.equal(parents.length, 8);
+    const children = parents.map((parent) => newJob({ dependsOn: [parent.id] }));
+    assert.equal((await store.insert(children)).ok, true);
+    // And a burst: claimed, and most of it finished.
     assert.equal((await store.insert(Array.from({ length: 3000 }, () => newJob()))).ok, true);
     const running = (await store.claim(claimRequest(3000))).flat();
     assert.equal(running.length, 3000);
@@ -85,44 +93,63 @@ describe('postgres store: statistics taken while the table was young (KILN_TEST_
       }
     }
 
-    // The finish function's statements, as it runs them: auto_explain hands each plan back
-    // as a notice. Its owner is no claimer, so its fence holds nothing back and it changes nothing.
+    // The finish function's statements, as it runs them (release_dependents' too): auto_explain
+    // hands each plan back as a notice. Eight calls name no claimer, so their fence holds
+    // everything back; eight finish a parent each and release its child.
     await db.query(`LOAD 'auto_explain'`);
     for (const setting of ['log_min_duration = 0', 'log_nested_statements = on', 'log_format = json']) {
       await db.query(`SET auto_explain.${setting}`);
     }
     await db.query('SET auto_explain.log_level = notice');
-    const updates: string[] = [];
+    const plans: { 'Query Text': string; Plan: unknown }[] = [];
     const onNotice = (notice: { message?: string }) => {
       const text = notice.message ?? '';
-      if (/"Node Type": "ModifyTable"/.test(text) && /"Relation Name": "jobs"/.test(text)) updates.push(text);
+      if (/"Relation Name": "jobs"/.test(text)) plans.push(JSON.parse(text.slice(text.indexOf('{'))));
     };
-    db.on('notice', onNotice);
-    // Calls beyond the fifth may run a plan the function kept: both kinds are looked at.
-    for (let call = 0; call < 8; call++) {
-      await db.query(
+    const finish = (items: { id: string; attempt: number; owner: string }[]) =>
+      db.query(
         `SELECT * FROM "${schema}".finish($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[],
            $7::text[], $8::bigint[], $9::boolean[], $10::bigint[])`,
         [
-          ids,
-          each(1),
-          each('nobody'),
-          each('completed'),
-          each('1'),
-          each(''),
-          each(''),
-          each(0),
-          ids.map(() => false),
-          each(1),
+          items.map((item) => item.id),
+          items.map((item) => item.attempt),
+          items.map((item) => item.owner),
+          items.map(() => 'completed'),
+          items.map(() => '1'),
+          items.map(() => ''),
+          items.map(() => ''),
+          items.map(() => 0),
+          items.map(() => false),
+          items.map(() => 1),
         ],
       );
-    }
+    db.on('notice', onNotice);
+    // Calls beyond the fifth may run a plan the function kept: both kinds are looked at.
+    for (let call = 0; call < 8; call++) await finish(ids.map((id) => ({ id, attempt: 1, owner: 'nobody' })));
+    for (const parent of parents) await finish([{ id: parent.id, attempt: parent.attempts, owner: OWNER }]);
     db.off('notice', onNotice);
-    assert.equal(updates.length, 8, 'each finish call showed its UPDATE');
-    for (const [call, text] of updates.entries()) {
-      const plan = (JSON.parse(text.slice(text.indexOf('{'))) as { Plan: unknown }).Plan;
-      for (const read of readsNotById([{ Plan: plan }]))
-        notById.push(`the finish function (call ${call + 1}): ${read}`);
+    const released = await db.query<{ status: string }>(
+      `SELECT status FROM "${schema}".jobs WHERE id = ANY($1::uuid[])`,
+      [children.map((child) => child.id)],
+    );
+    assert.deepEqual(
+      released.rows.map((row) => row.status),
+      children.map(() => 'queued'),
+      'the finishes released every child',
+    );
+    // round_base's probes read the round indexes by design (postgres-cluster.test.ts checks them).
+    const named = plans.filter((plan) => !plan['Query Text'].includes('CASE WHEN g IS NULL'));
+    const seen = (pattern: RegExp) => named.filter((plan) => pattern.test(plan['Query Text'])).length;
+    assert.ok(seen(/UPDATE \S+\.jobs j SET/) >= 16, 'each finish call showed its UPDATE');
+    assert.ok(
+      seen(/PERFORM|SELECT 1 FROM \(SELECT DISTINCT d\.child/) >= 16,
+      'each finish call showed its lock of waiting children',
+    );
+    assert.ok(seen(/WITH ready AS/) >= 8, 'each release showed its statement');
+    for (const plan of named) {
+      for (const read of readsNotById([{ Plan: plan.Plan }])) {
+        notById.push(`${plan['Query Text'].replace(/\s+/g, ' ').trim().slice(0, 110)}: ${read}`);
+      }
     }
     assert.deepEqual(notById, [], 'every statement finds its jobs by id');
   });
