@@ -38,6 +38,7 @@ const BENCHMARKS = [
   'limited-backlog',
   'group-backlog',
   'held-group-backlog',
+  'pg-dependents',
   'ready-index-structures',
 ];
 // The benchmarks whose figures depend on KILN_THREADS, run a second time with --threads 1.
