@@ -9,7 +9,7 @@ import { heldGroupStatements } from '../../src/store/postgres/held-groups.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
 import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
-import { explainPlan, planNodes } from '../support/pg-plans.js';
+import { explainPlan, planNodes, recordPlans } from '../support/pg-plans.js';
 import { completed, newJob, OWNER, rescueOnce } from '../support/store-fixtures.js';
 
 /**
@@ -455,28 +455,15 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
             );
           await prepare(db, schema, fill);
           // Every statement the function runs comes back as a notice with its plan, as executed.
-          await db.query(`LOAD 'auto_explain'`);
-          for (const setting of [
-            'log_min_duration = 0',
-            'log_nested_statements = on',
-            'log_analyze = on',
-            'log_buffers = on',
-            'log_format = json',
-            'log_level = notice',
-          ]) {
-            await db.query(`SET auto_explain.${setting}`);
-          }
-          const plans: string[] = [];
-          db.on('notice', (notice) => {
-            const text = notice.message ?? '';
-            if (/"Plan"/.test(text) && /round/.test(text) && !/round_base/.test(text)) plans.push(text);
-          });
+          const recorded = await recordPlans(db, { analyze: true });
           // Calls beyond the fifth may run a plan the connection kept: both kinds are looked at.
           for (let call = 0; call < 8; call++) {
             for (const group of [null, 'tenant-5', 'tenant-unknown']) {
               await db.query(`SELECT "${schema}".round_base(5::smallint, $1)`, [group]);
             }
           }
+          recorded.stop();
+          const plans = recorded.notices.filter((text) => /round/.test(text) && !/round_base/.test(text));
           assert.ok(plans.length >= 24, `the function's probes were seen (${plans.length})`);
           for (const plan of plans) {
             assert.doesNotMatch(plan, /"Node Type": "(Sort|Seq Scan)"/, `a probe sorts or scans the table: ${plan}`);

@@ -49,3 +49,26 @@ export async function explainPlan(
     await db.query('DEALLOCATE ALL');
   }
 }
+
+/**
+ * From now on, every statement `db` runs (a function's own statements included) comes back
+ * as a notice with its plan, as auto_explain logs it in JSON; `analyze` adds the actual
+ * rows and the buffers read. `notices` holds each notice that carries a plan, in order,
+ * until `stop()`.
+ */
+export async function recordPlans(
+  db: pg.Client,
+  { analyze = false }: { analyze?: boolean } = {},
+): Promise<{ notices: string[]; stop(): void }> {
+  await db.query(`LOAD 'auto_explain'`);
+  const settings = ['log_min_duration = 0', 'log_nested_statements = on', 'log_format = json', 'log_level = notice'];
+  if (analyze) settings.push('log_analyze = on', 'log_buffers = on');
+  for (const setting of settings) await db.query(`SET auto_explain.${setting}`);
+  const notices: string[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    const text = notice.message ?? '';
+    if (/"Plan"/.test(text)) notices.push(text);
+  };
+  db.on('notice', onNotice);
+  return { notices, stop: () => db.off('notice', onNotice) };
+}

@@ -26,13 +26,13 @@ export const NOT_PAUSED = (s: string) =>
  * A job found by its id, fenced on its status: `j.status = (SELECT 'running'::text)`, where
  * `j.status = 'running'` would mean the same. Every claim and lease index is partial on one
  * status (`WHERE status = 'queued'`, `'running'`; `jobs_status` holds the waiting, failed and
- * cancelled ones), and a comparison with a constant lets the
- * planner read such an index in place of probing the ids. With statistics taken when no job
- * had that status (a table analyzed young), it counts on one row there, and the statement
- * reads every entry of the index, the dead ones of each job that had the status since the
- * last vacuum: finishing a hundred jobs took seconds, and a server's throughput fell
- * tenfold. To the planner a sub-select's value is no constant, so no partial index can
- * serve the fence; the rows are found by their ids.
+ * cancelled ones), and a comparison with a constant lets the planner read such an index in
+ * place of probing the ids. With statistics taken when no job had that status (a table
+ * analyzed young), it counts on one row there, and the statement reads every entry of the
+ * index, the dead ones of each job that had the status since the last vacuum: finishing a
+ * hundred jobs took seconds, and a server's throughput fell tenfold. To the planner a
+ * sub-select's value is no constant, so no partial index can serve the fence; the rows are
+ * found by their ids.
  */
 export function statusIs(alias: string, status: 'queued' | 'running' | 'waiting'): string {
   return `${alias}.status = (SELECT '${status}'::text)`;

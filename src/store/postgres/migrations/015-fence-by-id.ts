@@ -1,4 +1,5 @@
 import { statusIs } from '../sql.js';
+import groups from './004-groups.js';
 import finishFence from './007-finish-fence.js';
 
 /**
@@ -6,63 +7,69 @@ import finishFence from './007-finish-fence.js';
  * job ran or waited (a new schema's first ANALYZE), the planner counted on one running and
  * one waiting job, and read a status's partial index in place of the ids: every entry of
  * `jobs_running_type` (dead ones included) for each finish, every waiting job in
- * `jobs_status` for each finish's children and each release of them.
+ * `jobs_status` for each finish's children and each release of them. Each function is the
+ * one an earlier step made, with the statements below rewritten:
  *
- * - The finish function of step 7, its UPDATE fenced with `statusIs` (sql.ts), and the
+ * - the finish function of step 7: its UPDATE fenced with `statusIs` (sql.ts), and the
  *   waiting children of the finished jobs locked each by its id (LATERAL … LIMIT 1, in id
- *   order, fenced with `statusIs`) instead of read in `jobs_status`.
- * - `release_dependents` of step 4, its children found the same way and each child's
+ *   order, fenced with `statusIs`) instead of read in `jobs_status`;
+ * - `release_dependents` of step 4: its children found the same way and each child's
  *   parents by their ids (a plan that hashed every job to find them was as likely), its
  *   UPDATE fenced with `statusIs` and given the ids as an array (joined to them, it read
  *   the whole table to hash it), its children's turns worked out once (`MATERIALIZED`: a
  *   nested loop otherwise ran `round_base` for every child once per child).
  */
-function rewrite(text: string, from: string, to: string): string {
-  if (text.split(from).length !== 2) throw new Error(`migration 015: expected one ${JSON.stringify(from)}`);
-  return text.replace(from, to);
+/** `text` with each `from` (which it must hold exactly once) replaced by its `to`. */
+function rewritten(text: string, rewrites: [from: string, to: string][]): string {
+  let result = text;
+  for (const [from, to] of rewrites) {
+    if (result.split(from).length !== 2) throw new Error(`migration 015: expected one ${JSON.stringify(from)}`);
+    result = result.replace(from, to);
+  }
+  return result;
 }
 
-const LOCK_CHILDREN_BY_STATUS = `  PERFORM 1 FROM {{schema}}.jobs c
+/** The text of one function an earlier step created or replaced, from its CREATE to its closing `$$;`. */
+function functionOf(step: string, create: string): string {
+  const start = step.indexOf(create);
+  const end = step.indexOf('\n$$;\n', start);
+  if (start < 0 || end < 0) throw new Error(`migration 015: no ${JSON.stringify(create)} in the step it rewrites`);
+  return step.slice(start, end + '\n$$;\n'.length);
+}
+
+const finish = rewritten(finishFence, [
+  [
+    `  PERFORM 1 FROM {{schema}}.jobs c
   WHERE c.id IN (SELECT d.child FROM {{schema}}.job_deps d WHERE d.parent = ANY(p_ids)) AND c.status = 'waiting'
-  ORDER BY c.id FOR UPDATE;`;
-
-const LOCK_CHILDREN_BY_ID = `  PERFORM 1 FROM (SELECT DISTINCT d.child FROM {{schema}}.job_deps d WHERE d.parent = ANY(p_ids) ORDER BY d.child) k
+  ORDER BY c.id FOR UPDATE;`,
+    `  PERFORM 1 FROM (SELECT DISTINCT d.child FROM {{schema}}.job_deps d WHERE d.parent = ANY(p_ids) ORDER BY d.child) k
   CROSS JOIN LATERAL (
-    SELECT c.id FROM {{schema}}.jobs c WHERE c.id = k.child AND ${statusIs('c', 'waiting')} LIMIT 1 FOR UPDATE) c;`;
+    SELECT c.id FROM {{schema}}.jobs c WHERE c.id = k.child AND ${statusIs('c', 'waiting')} LIMIT 1 FOR UPDATE) c;`,
+  ],
+  ["WHERE j.id = t.id AND j.status = 'running' AND", `WHERE j.id = t.id AND ${statusIs('j', 'running')} AND`],
+]);
 
-const finish = rewrite(
-  rewrite(finishFence, LOCK_CHILDREN_BY_STATUS, LOCK_CHILDREN_BY_ID),
-  "WHERE j.id = t.id AND j.status = 'running' AND",
-  `WHERE j.id = t.id AND ${statusIs('j', 'running')} AND`,
-);
-
-const releaseDependents = `
-CREATE OR REPLACE FUNCTION {{schema}}.release_dependents(parents uuid[])
-RETURNS SETOF {{schema}}.jobs LANGUAGE sql AS $$
-  WITH ready AS (
-    SELECT c.id, c.run_at > {{schema}}.now_ms() AS later, c.priority, c.group_key
-    FROM (SELECT DISTINCT d.child FROM {{schema}}.job_deps d WHERE d.parent = ANY(parents)) k
+const releaseDependents = rewritten(functionOf(groups, 'CREATE OR REPLACE FUNCTION {{schema}}.release_dependents('), [
+  [
+    `    FROM {{schema}}.jobs c
+    WHERE c.id IN (SELECT child FROM {{schema}}.job_deps WHERE parent = ANY(parents))
+      AND c.status = 'waiting'
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.job_deps d JOIN {{schema}}.jobs p ON p.id = d.parent
+                      WHERE d.child = c.id AND p.status <> 'completed')),`,
+    `    FROM (SELECT DISTINCT d.child FROM {{schema}}.job_deps d WHERE d.parent = ANY(parents)) k
     CROSS JOIN LATERAL (
       SELECT c.id, c.run_at, c.priority, c.group_key FROM {{schema}}.jobs c
       WHERE c.id = k.child AND ${statusIs('c', 'waiting')} LIMIT 1) c
     WHERE NOT EXISTS (
       SELECT 1 FROM {{schema}}.job_deps d
       CROSS JOIN LATERAL (SELECT p.status FROM {{schema}}.jobs p WHERE p.id = d.parent LIMIT 1) p
-      WHERE d.child = c.id AND p.status <> 'completed')),
-  turns AS MATERIALIZED (
-    SELECT r.id, {{schema}}.round_base(r.priority, r.group_key)
-      + row_number() OVER (PARTITION BY r.priority, r.group_key ORDER BY r.id) - 1 AS round
-    FROM ready r WHERE NOT coalesce(r.later, false))
-  UPDATE {{schema}}.jobs c
-  SET status = CASE WHEN coalesce(ready.later, false) THEN 'scheduled' ELSE 'queued' END,
-      ready_at = CASE WHEN coalesce(ready.later, false) THEN NULL ELSE {{schema}}.now_ms() END,
-      ready_seq = CASE WHEN coalesce(ready.later, false) THEN NULL ELSE nextval('{{schema}}.ready_order') END,
-      run_at = CASE WHEN coalesce(ready.later, false) THEN c.run_at ELSE NULL END,
-      round = coalesce(turns.round, c.round)
-  FROM ready LEFT JOIN turns ON turns.id = ready.id
-  WHERE c.id = ANY (ARRAY(SELECT id FROM ready)) AND c.id = ready.id AND ${statusIs('c', 'waiting')}
-  RETURNING c.*
-$$;
-`;
+      WHERE d.child = c.id AND p.status <> 'completed')),`,
+  ],
+  ['  turns AS (', '  turns AS MATERIALIZED ('],
+  [
+    "  WHERE c.id = ready.id AND c.status = 'waiting'",
+    `  WHERE c.id = ANY (ARRAY(SELECT id FROM ready)) AND c.id = ready.id AND ${statusIs('c', 'waiting')}`,
+  ],
+]);
 
-export default finish + releaseDependents;
+export default `${finish}\n${releaseDependents}`;
