@@ -62,9 +62,9 @@ export class KilnMetrics {
   readonly #wait: FastHistogram<'type'>;
   readonly #run: FastHistogram<'type' | 'outcome'>;
   readonly #commit: FastHistogram;
-  readonly #limited: Counter<'type' | 'limit'>;
+  readonly #limited: FastCounter<'type' | 'limit'>;
   readonly #groupLimited: Counter<'group' | 'limit'>;
-  readonly #dedupe: Counter<'type' | 'kind'>;
+  readonly #dedupe: FastCounter<'type' | 'kind'>;
   readonly #scheduleTicks: Counter<'schedule' | 'outcome'>;
   readonly #callbacks: Counter<'outcome'>;
   readonly #refused: Counter<'reason'>;
@@ -224,7 +224,7 @@ export class KilnMetrics {
         for (const [type, n] of running) this.set({ type }, n);
       },
     });
-    this.#limited = new Counter({
+    this.#limited = new FastCounter({
       name: 'kiln_task_limited_total',
       help: "Claims that passed a job over because its type's limit held it back.",
       labelNames: ['type', 'limit'],
@@ -247,7 +247,7 @@ export class KilnMetrics {
         for (const [group, n] of runningByGroup?.() ?? []) this.set({ group }, n);
       },
     });
-    this.#dedupe = new Counter({
+    this.#dedupe = new FastCounter({
       name: 'kiln_dedupe_hits_total',
       help: 'Submissions answered by dedupe: a job of the same work not finished (inflight) or a reused result.',
       labelNames: ['type', 'kind'],
@@ -331,47 +331,28 @@ export class KilnMetrics {
   }
 
   submitted(type: string, n = 1): void {
-    this.#child(this.#submitted, type).inc(n);
+    this.#submitted.labels(type).inc(n);
     this.#stats?.submitted(n);
   }
 
   finished(type: string, status: (typeof FINISHED_STATUSES)[number]): void {
-    this.#child(this.#finished, type, status).inc();
+    this.#finished.labels(type, status).inc();
     this.#stats?.finished(status);
   }
 
   snoozed(type: string): void {
-    this.#child(this.#snoozed, type).inc();
+    this.#snoozed.inc({ type });
   }
 
   attempt(type: string, outcome: AttemptMetricOutcome, seconds: number): void {
-    this.#child(this.#attempts, type, outcome).inc();
-    this.#child(this.#run, type, outcome).observe(seconds);
+    this.#attempts.labels(type, outcome).inc();
+    this.#run.labels(type, outcome).observe(seconds);
     this.#stats?.ran(seconds * 1000);
   }
 
   waited(type: string, seconds: number): void {
-    this.#child(this.#wait, type).observe(seconds);
+    this.#wait.labels(type).observe(seconds);
     this.#stats?.waited(seconds * 1000);
-  }
-
-  // Label lookups hash the label set on every call; these run several times per job,
-  // so the bound children are kept (the label values are task types and fixed words).
-  readonly #children = new Map<object, Map<string, unknown>>();
-
-  #child<C>(metric: { labels(...values: string[]): C }, ...values: string[]): C {
-    let byKey = this.#children.get(metric);
-    if (byKey === undefined) {
-      byKey = new Map();
-      this.#children.set(metric, byKey);
-    }
-    const key = values.join('\u0000');
-    let child = byKey.get(key) as C | undefined;
-    if (child === undefined) {
-      child = metric.labels(...values);
-      byKey.set(key, child);
-    }
-    return child;
   }
 
   rejected(reason: 'queue_full' | 'shutting_down'): void {
@@ -380,12 +361,12 @@ export class KilnMetrics {
 
   /** One HTTP answer: `route` is the route's pattern (`/v1/jobs/:id`), never the raw URL. */
   httpRequest(method: string, route: string, status: number, seconds: number): void {
-    this.#child(this.#httpRequests, method, route, String(status)).inc();
-    this.#child(this.#httpSeconds, method, route).observe(seconds);
+    this.#httpRequests.labels(method, route, String(status)).inc();
+    this.#httpSeconds.labels(method, route).observe(seconds);
   }
 
   dedupeHit(type: string, kind: (typeof DEDUPE_KINDS)[number]): void {
-    this.#child(this.#dedupe, type, kind).inc();
+    this.#dedupe.labels(type, kind).inc();
   }
 
   // The schedules and groups whose series exist: a tick or a claim decided before a
@@ -411,7 +392,7 @@ export class KilnMetrics {
   }
 
   limited(type: string, limit: (typeof LIMIT_KINDS)[number]): void {
-    this.#child(this.#limited, type, limit).inc();
+    this.#limited.labels(type, limit).inc();
   }
 
   groupLimited(group: string, limit: (typeof LIMIT_KINDS)[number]): void {
