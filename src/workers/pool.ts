@@ -1,20 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { BroadcastChannel } from 'node:worker_threads';
+import { BroadcastChannel, MessageChannel, type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type {
-  AttemptInput,
-  ChannelMessage,
-  Retirement,
-  TaskAnswer,
-  ThreadAnswer,
-  ThreadData,
-  ThreadTask,
+import {
+  type AttemptInput,
+  type ChannelMessage,
+  encodeAttempts,
+  type LoopMessage,
+  type Retirement,
+  type TaskAnswer,
+  type ThreadData,
+  type ThreadLoop,
+  type ThreadTask,
 } from './protocol.js';
 import { AttemptSlots } from './slots.js';
 import type { TaskRegistry } from './registry.js';
-
-/** piscina's hook that picks a thread for a message (its type is not exported by name). */
-type LoadBalancer = NonNullable<NonNullable<ConstructorParameters<typeof Piscina>[0]>['loadBalancer']>;
+import { WorkQueue } from './work-queue.js';
 
 export type ProgressMessage = Extract<ChannelMessage, { kind: 'progress' }>;
 
@@ -56,8 +56,14 @@ export interface ThreadEnd {
   culprit: { jobId: string; attempt: number; late: boolean } | null;
 }
 
-/** Messages a thread holds at once: the one it runs and one look-ahead. */
+/**
+ * Messages queued or running per thread in use: one running and one waiting for the
+ * first thread to come free (the queue's depth; see the dispatcher).
+ */
 export const LOOK_AHEAD_DEPTH = 2;
+
+/** How often, while messages are in flight, the main thread reads what the threads answered. */
+export const DRAIN_MS = 5;
 
 /** How a rejected run() is to be read: the caller aborted it (timeout, cancel), or the thread died. */
 export type RunFailure = 'aborted' | 'crashed';
@@ -66,42 +72,75 @@ export function classifyRunFailure(_err: unknown, signal: AbortSignal): RunFailu
   return signal.aborted ? 'aborted' : 'crashed';
 }
 
+/** What the pool tells its user on each drain. */
+export interface DrainListener {
+  /** Messages (by slot) whose thread started them since the last drain. */
+  started(slots: readonly number[]): void;
+  /** A thread found nothing to take: work can be published for it. */
+  dry(): void;
+}
+
+/** A message published and not yet settled. */
+interface InFlight {
+  readonly task: ThreadTask;
+  /** Its position in the work queue. */
+  readonly position: number;
+  /** Its start was reported to the drain listener. */
+  startSeen: boolean;
+  resolve(answer: TaskAnswer): void;
+  reject(error: unknown): void;
+}
+
+/** A thread's loop (piscina task): its port, and its thread once it said hello. */
+interface Loop {
+  readonly seat: number;
+  readonly port: MessagePort;
+  threadId: number | null;
+}
+
 /**
- * A fixed-size pool of worker threads (piscina) that runs ThreadTasks.
+ * A fixed-size pool of worker threads (piscina) that run messages of attempts.
  *
- * The threads are spawned by the constructor, so a broken worker entry shows at
- * start-up. Aborting run()'s signal terminates the thread at once, even inside a
- * synchronous loop; a thread that exits, throws outside a handler or hits its heap
- * limit rejects its run(); piscina replaces the thread in every case. The scheduler
- * only calls run() when it knows a thread is free, so piscina's own queue stays empty;
- * it is left unbounded so that a thread being replaced at that moment delays the task
- * instead of rejecting it.
+ * piscina owns the threads: it creates them (all at once, kept warm), applies their
+ * resource limits, and replaces one that exits, crashes, runs out of heap or is
+ * terminated. Each thread runs one piscina task for its whole life (thread.ts, a loop):
+ * it takes messages from the work queue in shared memory (work-queue.ts) whenever it has
+ * nothing running, and answers each on a port of its own. run() publishes a message;
+ * nothing is posted to a thread per message, and no thread is chosen for it: the first
+ * thread to come free takes the oldest message, so no message waits behind a long one
+ * while another thread is idle, and messages start in the order they were published.
+ *
+ * The main thread is not woken per start or per answer: while messages are in flight it
+ * drains every DRAIN_MS (the answers waiting on the ports, the starts the slot words
+ * show), and a thread that finds the queue empty wakes it at once (DRY), so more work is
+ * claimed without waiting for the beat. Aborting run()'s signal takes back a message no
+ * thread has started, and terminates the thread of one that has (piscina replaces it).
  */
 export class WorkerPool {
   readonly #size: number;
   readonly #onProgress: (message: ProgressMessage) => void;
   readonly #onThreadEnd: (end: ThreadEnd) => void;
-  /** The attempts of each message in flight, by slot. */
-  readonly #messages = new Map<number, AttemptInput[]>();
+  /** Messages published and not settled, by slot. */
+  readonly #inFlight = new Map<number, InFlight>();
   /** Slots whose thread the pool is terminating: their rejection is no crash. */
   readonly #terminating = new Set<number>();
+  /** Threads the pool terminated itself (by threadId): their end is no crash. */
+  readonly #terminated = new Set<number>();
+  /** The loop of each seat. */
+  readonly #loops = new Map<number, Loop>();
   /** The threads that started up (piscina's workerCreate); a replacement still starting is not one. */
   readonly #ready = new WeakSet<object>();
-  /** Threads ended (piscina's workerDestroy). */
-  #destroyed = 0;
-  /** Thread ends reported; fewer than #destroyed means a thread died while idle. */
-  #reported = 0;
-  /** Threads the pool is terminating, until they have exited. */
-  readonly #exiting = new Set<Promise<number>>();
-  /** The last error piscina could pin on no message (a thread that died idle). */
-  #idleError: Error | null = null;
-  /** One word per message in flight (two per thread: the one running and its look-ahead). */
+  readonly #queue: WorkQueue;
+  readonly #registry: TaskRegistry;
+  /** One word per message queued or running. */
   readonly slots: AttemptSlots;
-  /** Threads that new messages go to (see useThreads); the others stay parked. */
+  /** Threads that take work (see useThreads); the others stay parked. */
   #inUse: number;
   /** Messages each thread has started, by threadId. */
   readonly #startedBy = new Map<number, number>();
-  #piscina: Piscina<ThreadTask, ThreadAnswer> | null;
+  #listener: DrainListener | null = null;
+  #drainTimer: NodeJS.Timeout | null = null;
+  #piscina: Piscina<ThreadLoop, never> | null;
   #channel: BroadcastChannel | null;
   #closing: Promise<void> | null = null;
 
@@ -115,12 +154,17 @@ export class WorkerPool {
     this.#size = options.threads;
     this.#inUse = options.threads;
     this.#onProgress = options.onProgress;
+    this.#registry = options.registry;
     const channelName = `kiln-pool-${process.pid}-${randomUUID()}`;
-    this.slots = new AttemptSlots(options.threads * LOOK_AHEAD_DEPTH + 16);
+    // Recalled messages keep their slot until every thread has passed them: room for those too.
+    const slotCount = options.threads * LOOK_AHEAD_DEPTH * 2 + 16;
+    this.slots = new AttemptSlots(slotCount);
+    this.#queue = new WorkQueue(slotCount, options.threads);
     const workerData: ThreadData = {
       modules: options.registry.modules(),
       channelName,
       slots: this.slots.buffer,
+      queue: this.#queue.buffers,
       nice: options.nice ?? 0,
       maxJobs: options.maxJobsPerThread ?? null,
       maxResultBytes: options.maxResultBytes ?? Number.MAX_SAFE_INTEGER,
@@ -135,15 +179,12 @@ export class WorkerPool {
       else if (message.kind === 'retire') this.#retire(message.retirement, []);
     };
 
-    const piscina = new Piscina<ThreadTask, ThreadAnswer>({
+    const piscina = new Piscina<ThreadLoop, never>({
       filename: new URL('./thread.js', import.meta.url).href,
       minThreads: options.threads,
       maxThreads: options.threads,
-      // A thread holds its next message while it runs the current one, and starts it
-      // without waiting for the main thread (a look-ahead, see slots.ts).
-      concurrentTasksPerWorker: LOOK_AHEAD_DEPTH,
+      concurrentTasksPerWorker: 1,
       idleTimeout: Number.POSITIVE_INFINITY,
-      loadBalancer: this.#balance,
       resourceLimits: {
         maxOldGenerationSizeMb: options.maxMemoryMb,
         // V8's default young generation is sized for a whole process; a small heap limit wants a smaller one.
@@ -153,51 +194,73 @@ export class WorkerPool {
     });
     this.#piscina = piscina;
     // Without a listener an 'error' event would throw on the main thread and end the process.
-    piscina.on('error', (err: Error) => {
-      this.#idleError = err;
-    });
+    piscina.on('error', () => {});
     piscina.on('workerCreate', (worker: { id: number }) => {
       const thread = piscina.threads.find((candidate) => candidate.threadId === worker.id);
       if (thread !== undefined) this.#ready.add(thread);
     });
-    piscina.on('workerDestroy', () => {
-      this.#destroyed += 1;
-      // piscina rejects the messages of a crashed thread just after this event, and run()
-      // reports the crash then; an end still unreported after that was a thread that
-      // held no started message.
-      setImmediate(() => this.#reportIdleEnds());
-    });
+    for (let seat = 0; seat < options.threads; seat++) this.#startLoop(seat);
+    void this.#watchDry(this.#queue.dryCount);
   }
 
-  /**
-   * Which thread a message goes to: the least busy of the first `useThreads` threads
-   * with room (piscina lists them in the order they became ready, so these are the same
-   * threads from one message to the next and the rest stay parked); should none of them
-   * have room (a recalled message still holds its place), the first of the others that has.
-   */
-  readonly #balance: LoadBalancer = (_task, workers) => {
-    let best: (typeof workers)[number] | null = null;
-    let counted = 0;
-    for (const worker of workers) {
-      if (worker.terminating || worker.destroyed) continue;
-      counted += 1;
-      if (counted > this.#inUse && best !== null) break;
-      if (worker.currentUsage < LOOK_AHEAD_DEPTH && (best === null || worker.currentUsage < best.currentUsage)) {
-        best = worker;
+  /** Who hears of starts and of threads running dry; one listener. */
+  onDrain(listener: DrainListener): void {
+    this.#listener = listener;
+  }
+
+  /** Starts the loop of `seat` on the next thread piscina has free (a new one after a death). */
+  #startLoop(seat: number): void {
+    const piscina = this.#piscina;
+    if (piscina === null) return;
+    const channel = new MessageChannel();
+    const loop: Loop = { seat, port: channel.port1, threadId: null };
+    this.#loops.set(seat, loop);
+    piscina.run({ port: channel.port2, seat }, { transferList: [channel.port2] }).then(
+      () => undefined,
+      (error: unknown) => this.#loopEnded(loop, error),
+    );
+  }
+
+  /** A thread's loop ended: its thread died or was terminated. Its seat gets a new one. */
+  #loopEnded(loop: Loop, error: unknown): void {
+    this.#readPort(loop);
+    loop.port.close();
+    if (this.#piscina === null) return;
+    const threadId = loop.threadId;
+    const stopped = threadId !== null && this.#terminated.delete(threadId);
+    let reported = stopped;
+    for (const [slot, flight] of [...this.#inFlight]) {
+      if (threadId === null || this.slots.startedBy(slot) !== threadId) continue;
+      this.#inFlight.delete(slot);
+      if (!this.#terminating.delete(slot) && !stopped) {
+        const code = (error as { code?: unknown } | null)?.code;
+        this.#report({
+          reason: code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'memory' : 'crashed',
+          cause: error instanceof Error ? error.message : String(error),
+          attempts: attemptsOf(flight.task.attempts),
+          culprit: null,
+        });
+        reported = true;
       }
+      flight.reject(error);
     }
-    return best;
-  };
+    if (!reported) {
+      const cause = error instanceof Error ? error.message : 'the thread exited while it ran no attempt';
+      this.#report({ reason: 'crashed', cause, attempts: [], culprit: null });
+    }
+    this.#startLoop(loop.seat);
+  }
 
   /**
    * Sends new messages to `count` threads (1 to `threads`), leaving the others parked.
-   * Messages already on a thread stay there.
+   * Messages already running stay where they are.
    */
   useThreads(count: number): void {
     this.#inUse = Math.min(this.#size, Math.max(1, Math.floor(count)));
+    this.#queue.useThreads(this.#inUse);
   }
 
-  /** The threads new messages go to. */
+  /** The threads that take new messages. */
   get threadsInUse(): number {
     return this.#inUse;
   }
@@ -207,17 +270,7 @@ export class WorkerPool {
     return this.#startedBy;
   }
 
-  #reportIdleEnds(): void {
-    if (this.#piscina === null) return;
-    while (this.#reported < this.#destroyed) {
-      const cause = this.#idleError?.message ?? 'the thread exited while it ran no attempt';
-      this.#report({ reason: 'crashed', cause, attempts: [], culprit: null });
-    }
-    this.#idleError = null;
-  }
-
   #report(end: ThreadEnd): void {
-    this.#reported += 1;
     this.#onThreadEnd(end);
   }
 
@@ -227,31 +280,20 @@ export class WorkerPool {
   }
 
   /**
-   * Runs the attempts in one thread, or answers 'recalled' if its slot was recalled
-   * before the thread started it. Aborting `signal` recalls a message that has not
-   * started and terminates the thread of one that has (the pool replaces it); a thread
-   * that dies rejects every message it held, and the slot says which had started.
-   *
-   * Piscina is not given the signal: it would never let a thread hold a second
-   * abortable message, and the look-ahead is exactly that.
+   * Publishes the attempts for the first free thread to take. Answers their results, or
+   * 'recalled' if the slot was recalled before a thread started it. Aborting `signal`
+   * recalls a message that has not started and terminates the thread of one that has (the
+   * pool replaces it); a thread that dies rejects the message it had started.
    */
   run(task: ThreadTask, signal?: AbortSignal): Promise<TaskAnswer> {
     if (this.#piscina === null) return Promise.reject(new Error('worker pool is closed'));
     if (signal?.aborted === true) return Promise.reject(new Error('attempt aborted before it was sent'));
-    this.#messages.set(task.slot, task.attempts);
-    const piscina = this.#piscina;
-    // piscina would still hand a message to a thread the pool is terminating: wait for its exit.
-    const posted =
-      this.#exiting.size === 0
-        ? piscina.run(task)
-        : Promise.allSettled([...this.#exiting]).then(() => piscina.run(task));
-    const answer = posted.then(
-      (answered) => this.#answered(task, answered),
-      (error: unknown) => {
-        this.#failed(task, error);
-        throw error;
-      },
-    );
+    const isolated = task.attempts.some((input) => this.#registry.get(input.type)?.isolate === true);
+    const position = this.#queue.publish(task.slot, encodeAttempts(task.attempts), isolated);
+    const answer = new Promise<TaskAnswer>((resolve, reject) => {
+      this.#inFlight.set(task.slot, { task, position, startSeen: false, resolve, reject });
+    });
+    this.#beat();
     if (signal !== undefined) {
       const onAbort = () => this.stop(task.slot, 'stopped', String(signal.reason ?? 'aborted'));
       signal.addEventListener('abort', onAbort, { once: true });
@@ -264,41 +306,91 @@ export class WorkerPool {
   }
 
   /**
-   * Stops the message in `slot`: recalls it if its thread has not started it, else
-   * terminates the thread while it still runs it (the pool replaces the thread).
-   * `reason` and `cause` say why, for the thread's end.
+   * Stops the message in `slot`: recalls it if no thread has started it, else terminates
+   * the thread while it still runs it (the pool replaces the thread). `reason` and `cause`
+   * say why, for the thread's end.
    */
   stop(slot: number, reason: 'timeout' | 'stopped', cause: string): void {
-    if (this.slots.recall(slot)) return;
+    if (this.slots.recall(slot)) {
+      this.#queue.skipHead((candidate) => this.slots.recalled(candidate));
+      this.#settleRecalled();
+      return;
+    }
     const threadId = this.slots.kill(slot);
     if (threadId === null || !this.#terminateThread(threadId)) return;
     this.#terminating.add(slot);
-    this.#report({ reason, cause, attempts: attemptsOf(this.#messages.get(slot)), culprit: null });
+    this.#report({ reason, cause, attempts: attemptsOf(this.#inFlight.get(slot)?.task.attempts), culprit: null });
   }
 
-  #answered(task: ThreadTask, answer: ThreadAnswer): TaskAnswer {
-    this.#messages.delete(task.slot);
-    this.#terminating.delete(task.slot);
-    if (answer === 'recalled') return answer;
-    const threadId = this.slots.startedBy(task.slot);
-    if (threadId !== null) this.#startedBy.set(threadId, (this.#startedBy.get(threadId) ?? 0) + 1);
-    if (answer.retire !== null) this.#retire(answer.retire, task.attempts);
-    return answer.results;
+  /** While messages are in flight, a drain every DRAIN_MS; none while there are none. */
+  #beat(): void {
+    if (this.#drainTimer !== null || this.#inFlight.size === 0) return;
+    this.#drainTimer = setInterval(() => this.drain(), DRAIN_MS);
   }
 
-  /** A message rejected: its thread died. A crash is reported here, unless the pool ended the thread itself. */
-  #failed(task: ThreadTask, error: unknown): void {
-    this.#messages.delete(task.slot);
-    if (this.#terminating.delete(task.slot) || this.#piscina === null) return;
-    // A look-ahead that never started died with the thread that held it: that thread's end is its message's.
-    if (this.slots.startedAt(task.slot) === null) return;
-    const code = (error as { code?: unknown } | null)?.code;
-    this.#report({
-      reason: code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'memory' : 'crashed',
-      cause: error instanceof Error ? error.message : String(error),
-      attempts: attemptsOf(task.attempts),
-      culprit: null,
-    });
+  /** Wakes on every thread that runs dry: drains at once and tells the listener. */
+  async #watchDry(seen: number): Promise<void> {
+    let count = seen;
+    while (this.#piscina !== null) {
+      count = await this.#queue.dry(count);
+      if (this.#piscina === null) return;
+      this.drain();
+      this.#listener?.dry();
+    }
+  }
+
+  /**
+   * Reads what the threads said since the last drain: answers on their ports, starts in
+   * the slot words, recalled messages passed over. Called on the beat and on a dry thread;
+   * callable any time.
+   */
+  drain(): void {
+    const started: number[] = [];
+    for (const loop of this.#loops.values()) this.#readPort(loop);
+    for (const [slot, flight] of this.#inFlight) {
+      if (!flight.startSeen && this.slots.startedAt(slot) !== null) {
+        flight.startSeen = true;
+        started.push(slot);
+      }
+    }
+    this.#queue.skipHead((candidate) => this.slots.recalled(candidate));
+    this.#settleRecalled();
+    if (started.length > 0) this.#listener?.started(started);
+    if (this.#inFlight.size === 0 && this.#drainTimer !== null) {
+      clearInterval(this.#drainTimer);
+      this.#drainTimer = null;
+    }
+  }
+
+  /** Settles the recalled messages every thread has passed: no thread will start them. */
+  #settleRecalled(): void {
+    const head = this.#queue.head;
+    for (const [slot, flight] of this.#inFlight) {
+      if (flight.position < head && this.slots.recalled(slot)) {
+        this.#inFlight.delete(slot);
+        flight.resolve('recalled');
+      }
+    }
+  }
+
+  /** Handles every message waiting on a loop's port (an answered message's start goes with its outcome). */
+  #readPort(loop: Loop): void {
+    for (;;) {
+      const received = receiveMessageOnPort(loop.port);
+      if (received === undefined) return;
+      const message = received.message as LoopMessage;
+      if (message.kind === 'hello') loop.threadId = message.threadId;
+      else if (message.kind === 'retire') this.#retire(message.retirement, []);
+      else {
+        const flight = this.#inFlight.get(message.slot);
+        if (flight === undefined) continue;
+        this.#inFlight.delete(message.slot);
+        this.#terminating.delete(message.slot);
+        if (loop.threadId !== null) this.#startedBy.set(loop.threadId, (this.#startedBy.get(loop.threadId) ?? 0) + 1);
+        if (message.retire !== null) this.#retire(message.retire, flight.task.attempts);
+        flight.resolve(message.results);
+      }
+    }
   }
 
   /** A thread asked to be replaced: it starts nothing more, so it is terminated at once. */
@@ -314,12 +406,11 @@ export class WorkerPool {
 
   /** Terminates the thread with this id; false if it is not (or no longer) in the pool. */
   #terminateThread(threadId: number): boolean {
-    if (this.#piscina === null) return false;
+    if (this.#piscina === null || this.#terminated.has(threadId)) return false;
     const thread = this.#piscina.threads.find((candidate) => candidate.threadId === threadId);
     if (thread === undefined) return false;
-    const exited = thread.terminate();
-    this.#exiting.add(exited);
-    void exited.finally(() => this.#exiting.delete(exited));
+    this.#terminated.add(threadId);
+    void thread.terminate();
     return true;
   }
 
@@ -345,8 +436,14 @@ export class WorkerPool {
     if (this.#closing === null) {
       const piscina = this.#piscina;
       this.#piscina = null;
+      if (this.#drainTimer !== null) clearInterval(this.#drainTimer);
+      this.#drainTimer = null;
       this.#channel?.close();
       this.#channel = null;
+      const closed = new Error('worker pool is closed');
+      for (const flight of this.#inFlight.values()) flight.reject(closed);
+      this.#inFlight.clear();
+      for (const loop of this.#loops.values()) loop.port.close();
       this.#closing = piscina === null ? Promise.resolve() : piscina.destroy();
     }
     return this.#closing;

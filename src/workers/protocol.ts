@@ -1,4 +1,6 @@
+import type { MessagePort } from 'node:worker_threads';
 import type { ParentResult } from '../contract/job.js';
+import type { WorkQueueBuffers } from './work-queue.js';
 
 /**
  * What crosses the thread boundary. Errors thrown in a thread lose their own
@@ -51,12 +53,54 @@ export type AttemptResult =
     ms?: number;
   };
 
-/** The message a pool task carries: one or more attempts, run in order in one thread. */
+/** One attempt as the thread decodes it from the work queue: the payload already parsed. */
+export interface ThreadAttempt extends Omit<AttemptInput, 'payloadText'> {
+  payload: unknown;
+}
+
+/**
+ * The message's text in the work queue: the attempts as one JSON array, each payload
+ * written in as the JSON text it is stored as (never parsed on the main thread), so the
+ * thread parses the whole message once.
+ */
+export function encodeAttempts(attempts: readonly AttemptInput[]): string {
+  let text = '[';
+  for (const [index, input] of attempts.entries()) {
+    if (index > 0) text += ',';
+    text += `{"jobId":${JSON.stringify(input.jobId)},"type":${JSON.stringify(input.type)},"attempt":${input.attempt}`;
+    text += `,"payload":${input.payloadText},"parents":${input.parents.length === 0 ? '[]' : JSON.stringify(input.parents)}`;
+    if (input.traceparent !== undefined) {
+      text += `,"traceparent":${JSON.stringify(input.traceparent)},"tracestate":${JSON.stringify(input.tracestate ?? null)}`;
+    }
+    text += '}';
+  }
+  return `${text}]`;
+}
+
+/** A message of one or more attempts, run in order in one thread. */
 export interface ThreadTask {
   attempts: AttemptInput[];
-  /** Its word in the pool's attempt slots (see slots.ts). */
+  /** Its word in the pool's attempt slots (see slots.ts), and its text's place in the work queue. */
   slot: number;
 }
+
+/**
+ * The one piscina task each thread runs for its whole life: take messages from the work
+ * queue and answer them on `port`. `seat` says whether it is among the threads in use.
+ */
+export interface ThreadLoop {
+  port: MessagePort;
+  seat: number;
+}
+
+/** What a thread says on its loop's port; the main thread reads the port when it drains. */
+export type LoopMessage =
+  /** First, so the pool knows which thread the port is. */
+  | { kind: 'hello'; threadId: number }
+  /** A message's outcome; `retire`: the thread takes nothing more. */
+  | { kind: 'answer'; slot: number; results: AttemptResult[]; retire: Retirement | null }
+  /** The thread takes nothing more and answers nothing (an isolated task waits for a fresh thread). */
+  | { kind: 'retire'; retirement: Retirement };
 
 /** What the pool answers for a task: the attempts' results, or that the task was recalled before it started. */
 export type TaskAnswer = AttemptResult[] | 'recalled';
@@ -77,9 +121,6 @@ export interface Retirement {
   late: boolean;
 }
 
-/** What a thread answers: its results, and whether it must be replaced after them. */
-export type ThreadAnswer = { results: AttemptResult[]; retire: Retirement | null } | 'recalled';
-
 export type ChannelMessage =
   | { kind: 'progress'; jobId: string; attempt: number; percent: number; message: string | null }
   /** Sent by the main thread just before it terminates a thread, so handlers that await see ctx.signal abort. */
@@ -94,6 +135,8 @@ export interface ThreadData {
   channelName: string;
   /** The attempt slots' shared memory. */
   slots: SharedArrayBuffer;
+  /** The work queue's shared memory (work-queue.ts). */
+  queue: WorkQueueBuffers;
   /** How much lower than the process's other threads each worker thread runs (nice increment; 0: the same). */
   nice: number;
   /** Attempts a thread runs before it is replaced; null: no limit. */

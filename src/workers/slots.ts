@@ -1,6 +1,6 @@
 /**
- * Three words of shared memory per message in flight to a thread, so the main thread
- * and the thread agree without a message on what became of it: its state, the
+ * Three words of shared memory per message in the work queue (work-queue.ts) or running,
+ * so the main thread and the threads agree without a message on what became of it: its state, the
  * threadId of the thread that started it, and when it started (ms since the epoch).
  *
  *   POSTED    → STARTED     the thread begins it             (thread, compare-and-exchange)
@@ -9,12 +9,12 @@
  *   STARTED   → KILLING     the main thread will terminate its thread (main, compare-and-exchange)
  *
  * Each pair of moves out of one state races, and exactly one side wins. This is what
- * lets each thread hold a look-ahead message that it starts the moment it finishes the
- * one before, without waiting for the main thread, while the main thread can still
- * take the look-ahead back (a better job arrived), terminate a thread only while it
- * still runs the message meant (never the look-ahead that followed it), and tell, when
- * a thread dies, which of its messages had started. A move out of POSTED, and the release
- * of a slot, notify the state word, so the main thread hears of a start without polling.
+ * lets a thread start the next queued message the moment it finishes one, without
+ * waiting for the main thread, while the main thread can still take a queued message
+ * back (a better job arrived), terminate a thread only while it still runs the message
+ * meant (never the one it took next), and tell, when a thread dies, which message it had
+ * started. The main thread reads the words when it drains (pool.ts): a start costs it no
+ * wake of its own.
  */
 const WORDS = 3;
 const STATE = 0;
@@ -54,25 +54,17 @@ export class AttemptSlots {
   }
 
   release(slot: number): void {
-    // Wakes a waiter for a message that never left POSTED (its thread died first).
-    Atomics.notify(this.#words, slot * WORDS + STATE);
     this.#free.push(slot);
   }
 
-  /**
-   * Resolves once the message in `slot` is no longer POSTED (started or recalled) or the
-   * slot is released; the caller reads which with `startedAt`.
-   */
-  async leftPosted(slot: number): Promise<void> {
-    const wait = Atomics.waitAsync(this.#words, slot * WORDS + STATE, POSTED);
-    if (wait.async) await wait.value;
+  /** Whether the message in `slot` was taken back before a thread started it. */
+  recalled(slot: number): boolean {
+    return Atomics.load(this.#words, slot * WORDS + STATE) === RECALLED;
   }
 
   /** Take a message back before it starts; false if the thread started it first. */
   recall(slot: number): boolean {
-    if (Atomics.compareExchange(this.#words, slot * WORDS + STATE, POSTED, RECALLED) !== POSTED) return false;
-    Atomics.notify(this.#words, slot * WORDS + STATE);
-    return true;
+    return Atomics.compareExchange(this.#words, slot * WORDS + STATE, POSTED, RECALLED) === POSTED;
   }
 
   /**
@@ -105,9 +97,7 @@ export function startSlot(words: BigInt64Array, slot: number, threadId: number):
   // Id and time first: whoever sees the message started can find its thread and its start.
   Atomics.store(words, slot * WORDS + THREAD, BigInt(threadId));
   Atomics.store(words, slot * WORDS + STARTED_AT, BigInt(Date.now()));
-  if (Atomics.compareExchange(words, slot * WORDS + STATE, POSTED, STARTED) !== POSTED) return false;
-  Atomics.notify(words, slot * WORDS + STATE);
-  return true;
+  return Atomics.compareExchange(words, slot * WORDS + STATE, POSTED, STARTED) === POSTED;
 }
 
 /**
@@ -116,4 +106,9 @@ export function startSlot(words: BigInt64Array, slot: number, threadId: number):
  */
 export function endSlot(words: BigInt64Array, slot: number): boolean {
   return Atomics.compareExchange(words, slot * WORDS + STATE, STARTED, DONE) === STARTED;
+}
+
+/** The thread's side: whether the message in `slot` still waits to be started (not recalled). */
+export function slotPosted(words: BigInt64Array, slot: number): boolean {
+  return Atomics.load(words, slot * WORDS + STATE) === POSTED;
 }

@@ -26,23 +26,24 @@ import { inspect } from 'node:util';
 import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
 import type {
   AttemptError,
-  AttemptInput,
   AttemptResult,
   ChannelMessage,
+  LoopMessage,
   Retirement,
-  ThreadAnswer,
+  ThreadAttempt,
   ThreadData,
-  ThreadTask,
+  ThreadLoop,
 } from './protocol.js';
 import { Abort } from './abort.js';
-import { endSlot, startSlot } from './slots.js';
+import { endSlot, slotPosted, startSlot } from './slots.js';
+import { WorkQueueReader } from './work-queue.js';
 import type { Snooze, TaskContext, TaskDefinition } from './task.js';
 
 type Failure = AttemptError;
 
 /** One attempt of the message this thread runs, as the crash handler sees it. */
 interface AttemptRun {
-  readonly input: AttemptInput;
+  readonly input: ThreadAttempt;
   /** Its outcome so far; null while it has none. */
   result: AttemptResult | null;
   /** Its message was answered: an error its work raises now comes too late to be its outcome. */
@@ -63,6 +64,7 @@ const data = workerData as ThreadData | null;
 lowerThreadPriority(data?.nice ?? 0);
 const channel = data === null ? null : new BroadcastChannel(data.channelName);
 const slots = data === null ? null : new BigInt64Array(data.slots);
+const queue = data === null ? null : new WorkQueueReader(data.queue);
 const running = new Map<string, Abort>();
 const loaded = new Map<string, Promise<TaskDefinition>>();
 const attemptContext = new AsyncLocalStorage<AttemptRun>();
@@ -112,10 +114,6 @@ if (channel !== null) {
   };
 }
 
-/** The message this thread runs now: a look-ahead waits for it, even if its handler awaits. */
-let previous: Promise<unknown> = Promise.resolve();
-
-/** One message at a time per thread: the look-ahead starts when the one before it ends. */
 /**
  * Gives this worker thread a higher nice value than the process's other threads, so
  * that when the main thread or the store thread wakes up (a request, a commit, a
@@ -133,26 +131,51 @@ function lowerThreadPriority(nice: number): void {
   }
 }
 
-export default function runTask(task: ThreadTask): Promise<ThreadAnswer> {
-  const run = previous.then(() => runAttempts(task));
-  previous = run.catch(() => undefined);
-  return run;
+/**
+ * The thread's life: take the oldest message from the work queue whenever nothing runs
+ * here, run it, answer it on the loop's port. Nothing is sent to this thread per job, and
+ * the main thread is not woken per answer: it reads the port when it drains (pool.ts).
+ * Resolves never: the thread ends when the pool terminates it (after a retirement, a
+ * timeout, a cancel) or closes.
+ */
+export default async function runLoop(loop: ThreadLoop): Promise<never> {
+  const port = loop.port;
+  const post = (message: LoopMessage) => port.postMessage(message);
+  post({ kind: 'hello', threadId });
+  if (data === null || slots === null || queue === null) throw new Error('the thread runs only inside the pool');
+  const runnable = (slot: number) => slotPosted(slots, slot);
+  for (;;) {
+    if (retirement !== null) return new Promise<never>(() => {});
+    if (!queue.inUse(loop.seat)) {
+      await queue.seatsChanged(loop.seat);
+      continue;
+    }
+    const taken = queue.take(attemptsRun === 0, runnable);
+    if (taken === null) {
+      await queue.published();
+      continue;
+    }
+    if (taken === 'isolated') {
+      // An isolated task needs a thread that has run nothing: this one is replaced, and
+      // the message waits in the queue for a fresh thread, its attempt not counted.
+      retirement = retire('isolated', 'an isolated task runs on a fresh thread');
+      post({ kind: 'retire', retirement });
+      continue;
+    }
+    // The main thread took the message back (a better job arrived) as this thread took it.
+    if (!startSlot(slots, taken.slot, threadId)) continue;
+    const answer = await runMessage(taken.slot, JSON.parse(taken.text) as ThreadAttempt[]);
+    // The main thread is terminating this thread for this message (timeout, cancel): wait
+    // for the end here rather than answer or take another. The slot is ended before the
+    // answer is posted: once answered, the slot may serve another message.
+    if (!endSlot(slots, taken.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+    post(answer);
+  }
 }
 
-async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
-  // A retiring thread starts nothing: the message stays unstarted in its slot and the
-  // pool, which terminates this thread, gives it back.
-  if (retirement !== null) return new Promise<never>(() => {});
-  const isolated = await isolatedType(task.attempts);
-  if (isolated !== null && attemptsRun > 0) {
-    // An isolated task needs a thread that has run nothing: this one asks to be
-    // replaced without starting the message, which goes back to the queue uncounted.
-    retirement = retire('isolated', `task "${isolated}" runs on a fresh thread`);
-    return { results: [], retire: retirement };
-  }
-  // A look-ahead the main thread took back (a better job arrived) before this thread got to it.
-  if (slots !== null && !startSlot(slots, task.slot, threadId)) return 'recalled';
-  const runs: AttemptRun[] = task.attempts.map((input) => ({ input, result: null, answered: false, cut: () => {} }));
+async function runMessage(slot: number, attempts: ThreadAttempt[]): Promise<LoopMessage> {
+  const isolated = await isolatedType(attempts);
+  const runs: AttemptRun[] = attempts.map((input) => ({ input, result: null, answered: false, cut: () => {} }));
   current = runs;
   for (const run of runs) {
     // An attempt cut short before it began (another attempt crashed the thread) stays so.
@@ -175,14 +198,11 @@ async function runAttempts(task: ThreadTask): Promise<ThreadAnswer> {
   if (retirement === null && results.some((result) => !result.ok && result.code === 'result_too_large')) {
     retirement = retire('recycled', 'an attempt built a result over KILN_MAX_RESULT_BYTES');
   }
-  // The main thread is terminating this thread for this message (timeout, cancel): wait
-  // for the end here rather than start the look-ahead behind it.
-  if (slots !== null && !endSlot(slots, task.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-  return { results, retire: retirement };
+  return { kind: 'answer', slot, results, retire: retirement };
 }
 
 /** The first task type of these attempts that asks for a fresh thread, or null. */
-async function isolatedType(attempts: AttemptInput[]): Promise<string | null> {
+async function isolatedType(attempts: ThreadAttempt[]): Promise<string | null> {
   for (const input of attempts) {
     const definition = await loadTask(input.type).catch(() => null);
     if (definition?.isolate === true) return input.type;
@@ -270,7 +290,7 @@ function interrupted(): AttemptResult {
   };
 }
 
-async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
+async function runAttempt(input: ThreadAttempt): Promise<AttemptResult> {
   let definition: TaskDefinition;
   try {
     definition = await loadTask(input.type);
@@ -284,7 +304,7 @@ async function runAttempt(input: AttemptInput): Promise<AttemptResult> {
   let signal: AbortSignal | null = null;
   running.set(input.jobId, abort);
   try {
-    const payload = await parsePayload(definition, JSON.parse(input.payloadText) as unknown);
+    const payload = await parsePayload(definition, input.payload);
     if (!payload.ok) return { ok: false, error: payload.error };
     const ctx: TaskContext = {
       jobId: input.jobId,
@@ -370,7 +390,7 @@ async function parsePayload(
   return { ok: false, error: { name: 'ValidationError', message: `invalid payload: ${text}`, retryable: false } };
 }
 
-function progressReporter(input: AttemptInput): TaskContext['progress'] {
+function progressReporter(input: ThreadAttempt): TaskContext['progress'] {
   let lastPercent = Number.NaN;
   let lastMessage: string | null = null;
   return (percent, message) => {

@@ -278,7 +278,7 @@ describe('WorkerPool', () => {
   });
 });
 
-describe('WorkerPool look-ahead (one thread)', () => {
+describe('WorkerPool queue (one thread)', () => {
   let pool: WorkerPool;
   let progress: ProgressLog;
   before(() => {
@@ -289,7 +289,7 @@ describe('WorkerPool look-ahead (one thread)', () => {
     await pool.close();
   });
 
-  test('a thread starts its look-ahead when the message before it ends, and says when', async () => {
+  test('a thread takes the next queued message when the one before it ends, and says when', async () => {
     const first = attempt('fixture.await-abort');
     const running = pool.run(task(pool, [first]), new AbortController().signal);
     await progress.next(first.jobId);
@@ -305,7 +305,7 @@ describe('WorkerPool look-ahead (one thread)', () => {
     assert.ok(started !== null && started >= before - 1, `started at ${started}`);
   });
 
-  test('a recalled look-ahead is skipped: its thread answers "recalled" and runs nothing of it', async () => {
+  test('a recalled message is skipped: it answers "recalled" and nothing of it runs', async () => {
     const first = attempt('fixture.await-abort');
     const running = pool.run(task(pool, [first]), new AbortController().signal);
     await progress.next(first.jobId);
@@ -319,18 +319,50 @@ describe('WorkerPool look-ahead (one thread)', () => {
     assert.equal(pool.slots.startedAt(next.slot), null);
   });
 
-  test('a look-ahead behind a message whose thread is terminated never started', async () => {
+  test('a message queued behind one whose thread is terminated runs on the thread that replaces it', async () => {
     const first = attempt('fixture.block');
     const controller = new AbortController();
     const running = pool.run(task(pool, [first]), controller.signal);
     await progress.next(first.jobId);
     const next = task(pool, [attempt('noop')]);
     const queued = pool.run(next, new AbortController().signal);
+    assert.equal(pool.slots.startedAt(next.slot), null, 'queued while the only thread is blocked');
     controller.abort();
     await rejection(running);
-    await rejection(queued);
-    assert.equal(pool.slots.startedAt(next.slot), null, 'the slot says it never ran');
-    assert.equal(pool.slots.recall(next.slot), true);
+    const [result] = answered(await queued);
+    assert.deepEqual(untimed(result as AttemptResult), { ok: true, result: { ok: true } });
+    assert.notEqual(pool.slots.startedBy(next.slot), null);
+  });
+});
+
+describe('WorkerPool queue (two threads)', () => {
+  let pool: WorkerPool;
+  let progress: ProgressLog;
+  before(() => {
+    progress = new ProgressLog();
+    pool = new WorkerPool({ threads: 2, maxMemoryMb: 64, registry, onProgress: progress.record });
+  });
+  after(async () => {
+    await pool.close();
+  });
+
+  test('no message waits behind a long one while the other thread is free, and they start in order', async () => {
+    const long = attempt('fixture.await-abort');
+    const longMessage = task(pool, [long]);
+    const running = pool.run(longMessage, new AbortController().signal);
+    await progress.next(long.jobId);
+    const shorts = Array.from({ length: 8 }, () => task(pool, [attempt('noop')]));
+    const answers = shorts.map((message) => pool.run(message, new AbortController().signal));
+    for (const answer of answers) answered(await answer);
+    const starts = shorts.map((message) => pool.slots.startedAt(message.slot));
+    const threads = new Set(shorts.map((message) => pool.slots.startedBy(message.slot)));
+    assert.equal(threads.size, 1, 'every short message ran on the thread that was free');
+    assert.equal(threads.has(pool.slots.startedBy(longMessage.slot)), false, "none on the long one's thread");
+    for (let i = 1; i < starts.length; i++) {
+      assert.ok((starts[i] ?? 0) >= (starts[i - 1] ?? Infinity), `message ${i} started after message ${i - 1}`);
+    }
+    pool.notifyAbort(long.jobId, 'done waiting');
+    await running;
   });
 });
 
@@ -379,7 +411,7 @@ describe('WorkerPool life cycle', () => {
       );
       const closed = rejection(running);
       await b.close();
-      assert.match(String((await closed) as Error), /Terminating worker thread/);
+      assert.match(String((await closed) as Error), /closed/);
       assert.equal(b.liveThreads, 0);
       await rejection(b.run(task(b, [attempt('noop')]), new AbortController().signal));
       assert.throws(() => b.start(), /closed/);

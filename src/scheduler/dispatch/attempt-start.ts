@@ -1,4 +1,4 @@
-import type { JobStore } from '../../store/store.js';
+import type { JobStore, StartedAttempt } from '../../store/store.js';
 import type { AttemptSlots } from '../../workers/slots.js';
 import type { Batch } from './batch.js';
 
@@ -24,16 +24,23 @@ export class AttemptStarts {
     this.#options = options;
   }
 
-  /** The thread started the message: its attempts count from now, whatever becomes of this server. */
-  record(batch: Batch): void {
-    // A settled batch's finish records its start itself (and its slot may serve another message by now).
-    if (!this.#options.live(batch)) return;
-    const startedAt = this.#options.slots.startedAt(batch.slot);
-    if (startedAt === null) return;
+  /**
+   * Threads started these messages (seen on one drain of the pool): their attempts count
+   * from now, whatever becomes of this server. One write for all of them.
+   */
+  record(batches: readonly Batch[]): void {
     const owner = this.#options.owner;
-    const items = batch.jobs
-      .filter((job) => !batch.dropped.has(job.id))
-      .map((job) => ({ id: job.id, attempt: job.attempts, owner, startedAt }));
+    const items: StartedAttempt[] = [];
+    for (const batch of batches) {
+      // A settled batch's finish records its start itself (and its slot may serve another message by now).
+      if (!this.#options.live(batch)) continue;
+      const startedAt = this.#options.slots.startedAt(batch.slot);
+      if (startedAt === null) continue;
+      for (const job of batch.jobs) {
+        if (!batch.dropped.has(job.id)) items.push({ id: job.id, attempt: job.attempts, owner, startedAt });
+      }
+    }
+    if (items.length === 0) return;
     // A start the store could not take leaves the attempt to be given back should this
     // server die before it ends; the store's failure is reported by the writes that wait.
     this.#options.store.started(items).catch(() => undefined);

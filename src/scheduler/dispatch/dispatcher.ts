@@ -89,6 +89,8 @@ export class Dispatcher {
   readonly limits = new JobLimits();
   /** job id → the batch it runs in. */
   readonly #byJob = new Map<string, Batch>();
+  /** attempt slot → the batch published in it. */
+  readonly #bySlot = new Map<number, Batch>();
   readonly #batches = new Set<Batch>();
   readonly #settling = new Set<Promise<void>>();
   readonly #outcomes: OutcomeWriter;
@@ -140,6 +142,17 @@ export class Dispatcher {
       owner: this.owner,
       live: (batch) => !batch.recalled && this.#batches.has(batch),
       timedOut: (batch) => this.#abortBatch(batch, 'timeout'),
+    });
+    options.pool.onDrain({
+      started: (slots) => {
+        const batches: Batch[] = [];
+        for (const slot of slots) {
+          const batch = this.#bySlot.get(slot);
+          if (batch !== undefined) batches.push(batch);
+        }
+        this.#starts.record(batches);
+      },
+      dry: () => this.pump(),
     });
     this.#wake = new WakeTimers({
       store: options.store,
@@ -405,10 +418,10 @@ export class Dispatcher {
       timer: this.#starts.timeout(() => batch, timeoutMs, timeoutMs),
     };
     this.#batches.add(batch);
+    this.#bySlot.set(slot, batch);
     this.limits.claimed(jobs, () => this.#pool.slots.startedAt(slot));
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
-    void this.#pool.slots.leftPosted(slot).then(() => this.#starts.record(batch));
     for (const job of jobs) this.#byJob.set(job.id, batch);
     const attempts = attemptInputs(batch);
     const settled = this.#pool
@@ -475,6 +488,7 @@ export class Dispatcher {
     const started = this.#pool.slots.startedAt(batch.slot);
     this.limits.ended(batch.jobs, started);
     this.#pool.slots.release(batch.slot);
+    if (this.#bySlot.get(batch.slot) === batch) this.#bySlot.delete(batch.slot);
     this.#batches.delete(batch);
     if (batch.recalled) this.#recalled -= 1;
     for (const job of batch.jobs) {
