@@ -137,8 +137,13 @@ export class Scheduler {
       threads: () => this.#pool.liveThreads,
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
-      runningByType: () => this.#dispatcher.runningByType(),
-      runningByGroup: () => this.#dispatcher.limits.runningByGroup(),
+      runningByType: () => this.#dispatcher.attemptsBy('type', true),
+      claimedByType: () => this.#dispatcher.attemptsBy('type', false),
+      runningByGroup: () => {
+        const limited = this.#dispatcher.limits.runningByGroup();
+        const started = this.#dispatcher.attemptsBy('group', true);
+        return new Map([...limited.keys()].map((group) => [group, started.get(group) ?? 0]));
+      },
       paused: () => this.#dispatcher.paused,
       ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,
@@ -397,6 +402,11 @@ export class Scheduler {
   }
 
   // ── reads and actions ─────────────────────────────────────────────────────
+
+  /** Whether this server holds an attempt of the job: claimed for its threads, started or not. */
+  holdsAttempt(id: string): boolean {
+    return this.#dispatcher.runs(id);
+  }
 
   get(id: string): Promise<Job | null> {
     return this.#store.get(id).catch(unavailable);

@@ -6,11 +6,11 @@ import { after, describe, it } from 'node:test';
 import { type KilnProcess, killAllKilns, spawnKiln } from '../support/kiln-process.js';
 
 /**
- * A server killed while each of its threads holds a look-ahead: those jobs show
- * `running` but their handlers never started, so the restart gives their attempts back
- * instead of counting them against `maxAttempts`.
+ * A server killed while jobs are claimed ahead of its busy threads: their handlers never
+ * started, so they show `queued` as before their claim, and the restart gives their
+ * attempts back instead of counting them against `maxAttempts`.
  */
-describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 }, () => {
+describe('SIGKILL with jobs claimed ahead of the threads (SQLite store)', { timeout: 60_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'kiln-crash-look-ahead-'));
   const env = { KILN_STORE: `sqlite:${join(dir, 'kiln.db')}`, KILN_THREADS: '2' };
   after(async () => {
@@ -24,7 +24,7 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
     return response.body.id;
   }
 
-  it('runs the look-aheads after the restart without using an attempt, even with maxAttempts 1', async () => {
+  it('runs the claimed jobs after the restart without using an attempt, even with maxAttempts 1', async () => {
     const first = await spawnKiln(env);
     const quick = { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' };
     // One held job per thread, each started for certain before the next is submitted.
@@ -40,21 +40,26 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
       await first.waitForProgress(id);
       held.push(id);
     }
-    // One look-ahead per thread: claimed (running), its thread busy with the held job.
+    // One claimed job per thread, waiting in the server's queue while both threads are busy.
     const lookAheads: string[] = [];
     for (const label of ['a', 'b']) {
-      const id = await submit(first, { type: 'test.sequence', payload: { label }, maxAttempts: 1 });
-      await first.waitForStatus(id, 'running');
-      lookAheads.push(id);
+      lookAheads.push(await submit(first, { type: 'test.sequence', payload: { label }, maxAttempts: 1 }));
     }
+    await first.waitForClaimed('test.sequence', 2);
+    // A write answered after the claims: they are in the file by now (they ride with the next write).
+    await submit(first, { type: 'noop', payload: {}, runAt: new Date(Date.now() + 3_600_000).toISOString() });
     for (const id of lookAheads) {
-      // Read from the file: the claim is stored, not only known to the process.
+      // Claimed, not started: shown as before the claim.
       const stored = await first.request('GET', `/v1/jobs/${id}`);
-      assert.equal(stored.body.status, 'running', stored.text);
-      assert.equal(stored.body.attempts, 1, stored.text);
+      assert.equal(stored.body.status, 'queued', stored.text);
+      assert.equal(stored.body.attempts, 0, stored.text);
+      assert.equal(stored.body.startedAt, null, stored.text);
     }
+    const running = await first.request('GET', '/v1/jobs?status=running');
+    assert.deepEqual(running.body.jobs.map((job: { id: string }) => job.id).sort(), [...held].sort(), running.text);
     const queue = await first.request('GET', '/v1/queue');
     assert.equal(queue.body.threads.busy, 2, queue.text);
+    assert.equal(queue.body.byStatus.running, 2, queue.text);
 
     first.child.kill('SIGKILL');
     assert.equal((await first.exited).signal, 'SIGKILL');
@@ -78,7 +83,7 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
     assert.deepEqual(await second.exited, { code: 0, signal: null });
   });
 
-  it('counts the attempt of a look-ahead its thread started as the job ahead of it ended', async () => {
+  it('counts the attempt of a claimed job a thread started as the job ahead of it ended', async () => {
     const oneThread = { ...env, KILN_STORE: `sqlite:${join(dir, 'one-thread.db')}`, KILN_THREADS: '1' };
     const aheadDir = mkdtempSync(join(dir, 'ahead-'));
     const nextDir = mkdtempSync(join(dir, 'next-'));
@@ -86,17 +91,17 @@ describe('SIGKILL with look-aheads claimed (SQLite store)', { timeout: 60_000 },
     const first = await spawnKiln(oneThread);
     const ahead = await submit(first, { type: 'test.steps', payload: { dir: aheadDir, steps: 1 } });
     await first.waitForProgress(ahead);
-    // The only thread is busy: this one waits there as its look-ahead.
+    // The only thread is busy: this one is claimed and waits for it.
     const next = await submit(first, {
       type: 'test.steps',
       payload: { dir: nextDir, steps: 1 },
       maxAttempts: 3,
       backoff: quick,
     });
-    await first.waitForStatus(next, 'running');
+    await first.waitForClaimed('test.steps', 1);
     writeFileSync(join(aheadDir, 'step-1'), '');
     await first.waitForStatus(ahead, 'completed');
-    await first.waitForProgress(next);
+    await first.waitForStatus(next, 'running');
     // A write answered after the start was heard: the start is in the file by now.
     await submit(first, { type: 'noop', payload: {} });
 

@@ -6,11 +6,12 @@ import { after, before, describe, it } from 'node:test';
 import { startServer, type TestServer } from '../support/kiln.js';
 
 /**
- * One thread: while a held job runs, the next job is already in the thread as its
- * look-ahead. A better job that arrives takes its place; the look-ahead goes back first
- * in line, its attempt not counted.
+ * One thread: while a held job runs, the next job is already claimed, waiting in the
+ * server's queue for the thread. It shows `queued`, as before its claim. A better job
+ * that arrives takes its place; the claimed job goes back first in line, its attempt
+ * not counted.
  */
-describe('the look-ahead of a thread', () => {
+describe('a job claimed ahead of a busy thread', () => {
   let server: TestServer;
   let dir: string;
   before(async () => {
@@ -28,17 +29,52 @@ describe('the look-ahead of a thread', () => {
     return response.body.id;
   }
 
-  it('gives way to a better job that arrives, without running or counting the look-ahead', async () => {
+  it('shows queued until its thread starts it, and only its start makes it running', async () => {
+    const release = join(dir, 'zeroth');
+    const held = await submit({ type: 'test.hold', payload: { release } });
+    await server.whenStatus(held, 'running');
+    const next = await submit({ type: 'test.sequence', payload: { label: 'claimed' } });
+    await server.whenHeld(next);
+    const claimed = await server.request('GET', `/v1/jobs/${next}`);
+    assert.equal(claimed.body.status, 'queued', claimed.text);
+    assert.equal(claimed.body.attempts, 0, claimed.text);
+    assert.equal(claimed.body.startedAt, null, claimed.text);
+    const running = await server.request('GET', '/v1/jobs?status=running');
+    assert.deepEqual(
+      running.body.jobs.map((job: { id: string }) => job.id),
+      [held],
+    );
+    const queued = await server.request('GET', '/v1/jobs?status=queued');
+    assert.ok(
+      queued.body.jobs.some((job: { id: string }) => job.id === next),
+      queued.text,
+    );
+    const queue = await server.request('GET', '/v1/queue');
+    assert.equal(queue.body.byStatus.running, 1, queue.text);
+    assert.equal(queue.body.threads.busy, 1, queue.text);
+    const metrics = (await server.request('GET', '/metrics')).text;
+    assert.match(metrics, /^kiln_task_running\{type="test.sequence"\} 0$/m);
+    assert.match(metrics, /^kiln_task_claimed\{type="test.sequence"\} 1$/m);
+    assert.match(metrics, /^kiln_task_running\{type="test.hold"\} 1$/m);
+    writeFileSync(release, '');
+    const done = await server.waitForJob(next);
+    assert.equal(done.status, 'completed');
+    assert.equal(done.attempts, 1);
+  });
+
+  it('gives way to a better job that arrives, without running or counting the claimed one', async () => {
     const release = join(dir, 'first');
     const held = await submit({ type: 'test.hold', payload: { release } });
     await server.whenStatus(held, 'running');
     const low = await submit({ type: 'test.sequence', priority: 1, payload: { label: 'low' } });
-    // The look-ahead is claimed (its thread holds it) but has not started.
-    await server.whenStatus(low, 'running');
+    // Claimed, waiting for the thread.
+    await server.whenHeld(low);
     const high = await submit({ type: 'test.sequence', priority: 9, payload: { label: 'high' } });
     // Taken back at once: queued again, no attempt used.
-    const back = await server.whenStatus(low, 'queued');
-    assert.equal(back.attempts, 0);
+    await server.whenHeld(low, false);
+    const back = await server.request('GET', `/v1/jobs/${low}`);
+    assert.equal(back.body.status, 'queued', back.text);
+    assert.equal(back.body.attempts, 0);
     writeFileSync(release, '');
     const [doneHigh, doneLow] = [await server.waitForJob(high), await server.waitForJob(low)];
     assert.equal(doneHigh.status, 'completed');
@@ -49,12 +85,12 @@ describe('the look-ahead of a thread', () => {
     assert.equal(doneLow.attempts, 1, 'the recalled look-ahead used no attempt');
   });
 
-  it('starts the look-ahead when the job before it ends, with its own start time', async () => {
+  it('starts the claimed job when the job before it ends, with its own start time', async () => {
     const release = join(dir, 'second');
     const held = await submit({ type: 'test.hold', payload: { release } });
     await server.whenStatus(held, 'running');
     const next = await submit({ type: 'test.sequence', payload: { label: 'next' } });
-    await server.whenStatus(next, 'running');
+    await server.whenHeld(next);
     // Claimed before this instant; its thread can start it only after the held job sees the file.
     const releasedAt = Date.now();
     writeFileSync(release, '');
@@ -69,12 +105,12 @@ describe('the look-ahead of a thread', () => {
     );
   });
 
-  it('a cancel of a look-ahead takes it back without terminating the thread that runs the job before it', async () => {
+  it('a cancel of a claimed job takes it back without terminating the thread that runs the job before it', async () => {
     const release = join(dir, 'third');
     const held = await submit({ type: 'test.hold', payload: { release } });
     await server.whenStatus(held, 'running');
     const next = await submit({ type: 'test.sequence', payload: { label: 'cancelled' } });
-    await server.whenStatus(next, 'running');
+    await server.whenHeld(next);
     const cancelled = await server.request('POST', `/v1/jobs/${next}/cancel`);
     assert.equal(cancelled.status, 200, cancelled.text);
     writeFileSync(release, '');
@@ -86,12 +122,13 @@ describe('the look-ahead of a thread', () => {
     assert.equal(doneNext.result, null);
   });
 
-  it('keeps serving when more look-aheads are recalled than there are attempt slots', async () => {
+  it('keeps serving when more claimed jobs are recalled than there are attempt slots', async () => {
     const release = join(dir, 'fourth');
     const held = await submit({ type: 'test.hold', payload: { release } });
     await server.whenStatus(held, 'running');
-    // One thread: 18 slots. Each cancel recalls the look-ahead, and the next job takes its
-    // place; a recalled message keeps its slot until the thread gets to it.
+    // One thread: 20 slots. Each cancel recalls the claimed job, and the next job takes its
+    // place; a recalled message keeps its slot until a thread (or the main thread, at the
+    // head of the queue) passes it.
     const ids: string[] = [];
     for (let i = 0; i < 40; i++) ids.push(await submit({ type: 'test.sequence', payload: { label: `job-${i}` } }));
     const cancelled = new Set<string>();

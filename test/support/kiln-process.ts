@@ -1,3 +1,4 @@
+import { pollUntil } from './poll.js';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -43,6 +44,8 @@ export interface KilnProcess {
   waitForStatus(id: string, status: string): Promise<any>;
   /** Follows the job's event stream until it shows progress (test.steps reports 0 % as its handler starts). */
   waitForProgress(id: string): Promise<any>;
+  /** Polls /metrics until `n` attempts of `type` are claimed and wait for a thread (kiln_task_claimed). */
+  waitForClaimed(type: string, n: number): Promise<void>;
 }
 
 const live = new Set<ChildProcess>();
@@ -165,6 +168,14 @@ export async function spawnKiln(env: Record<string, string>): Promise<KilnProces
         throw new Error(`job ${id} never showed ${status}; it went ${shown.map((job) => job.status).join(' → ')}`);
       }
       return found;
+    },
+    async waitForClaimed(type, n) {
+      const series = `kiln_task_claimed{type="${type}"} ${n}`;
+      await pollUntil(
+        async () => (await request('GET', '/metrics')).text,
+        (text) => text.split('\n').includes(series),
+        { what: `${n} claimed attempts of ${type}` },
+      );
     },
     async waitForProgress(id) {
       let found: any;

@@ -20,6 +20,8 @@ export interface TestServer {
   waitForJob(id: string): Promise<Record<string, unknown>>;
   /** Resolves when the job (watched in process) reaches `status`. */
   whenStatus(id: string, status: Job['status']): Promise<Job>;
+  /** Resolves when this server holds (`true`) or no longer holds (`false`) an attempt of the job. */
+  whenHeld(id: string, held?: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -82,6 +84,13 @@ export async function startServer(
           }
         }, reject);
       });
+    },
+    async whenHeld(id, held = true) {
+      await pollUntil(
+        async () => kiln.scheduler.holdsAttempt(id),
+        (holds) => holds === held,
+        { what: `job ${id} to be ${held ? '' : 'no longer '}held here` },
+      );
     },
     async close() {
       await kiln.stop();

@@ -238,7 +238,30 @@ export class Dispatcher {
 
   /** Threads running a message now. */
   get busyThreads(): number {
-    return Math.min(this.#options.threads, this.#batches.size - this.#recalled);
+    let busy = 0;
+    for (const batch of this.#batches) if (this.#startedBatch(batch)) busy += 1;
+    return Math.min(this.#options.threads, busy);
+  }
+
+  /** A thread started it, and it has not settled. */
+  #startedBatch(batch: Batch): boolean {
+    return !batch.recalled && this.#pool.slots.startedAt(batch.slot) !== null;
+  }
+
+  /**
+   * Attempts here by task type (`by: 'type'`) or group, those a thread started
+   * (`started`), or those claimed and waiting in the queue for a thread (`!started`).
+   */
+  attemptsBy(by: 'type' | 'group', started: boolean): Map<string, number> {
+    const counted = new Map<string, number>();
+    for (const batch of this.#batches) {
+      if (batch.recalled || this.#startedBatch(batch) !== started) continue;
+      for (const job of batch.jobs) {
+        const key = by === 'type' ? job.type : job.group;
+        if (key !== null) counted.set(key, (counted.get(key) ?? 0) + 1);
+      }
+    }
+    return counted;
   }
 
   /**
@@ -384,7 +407,7 @@ export class Dispatcher {
     this.#pool.useThreads(wanted);
   }
 
-  /** Attempts of each type this server runs now (a look-ahead included). */
+  /** Attempts of each type this server holds now, started or waiting for a thread (task limits count both). */
   runningByType(): Map<string, number> {
     const running = new Map<string, number>();
     for (const batch of this.#batches) {

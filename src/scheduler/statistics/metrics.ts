@@ -23,6 +23,8 @@ export interface GaugeSource {
   /** Registered task types (each gets its series at 0) and the attempts of each this server runs. */
   taskTypes?: () => string[];
   runningByType?: () => Map<string, number>;
+  /** Attempts of each task type this server claimed that wait in its queue for a thread (kiln_task_claimed). */
+  claimedByType?: () => Map<string, number>;
   /** Attempts this server runs of each group with limits (kiln_group_running). */
   runningByGroup?: () => Map<string, number>;
   /** Whether dispatch is paused (kiln_queue_paused). */
@@ -211,10 +213,22 @@ export class KilnMetrics {
         this.set(source.busyThreads());
       },
     });
-    const { taskTypes, runningByType } = source;
+    const { taskTypes, runningByType, claimedByType } = source;
+    new Gauge({
+      name: 'kiln_task_claimed',
+      help: 'Attempts of each task type this server claimed that wait in its queue for a thread (not started).',
+      labelNames: ['type'],
+      registers,
+      collect() {
+        this.reset();
+        const claimed = claimedByType?.() ?? new Map<string, number>();
+        for (const type of taskTypes?.() ?? []) this.set({ type }, claimed.get(type) ?? 0);
+        for (const [type, n] of claimed) this.set({ type }, n);
+      },
+    });
     new Gauge({
       name: 'kiln_task_running',
-      help: 'Attempts of each task type this server runs now.',
+      help: 'Attempts of each task type this server runs now (their handler started).',
       labelNames: ['type'],
       registers,
       collect() {
@@ -239,7 +253,7 @@ export class KilnMetrics {
     const { runningByGroup } = source;
     new Gauge({
       name: 'kiln_group_running',
-      help: 'Attempts of each group with limits this server runs now.',
+      help: 'Attempts of each group with limits this server runs now (their handler started).',
       labelNames: ['group'],
       registers,
       collect() {

@@ -16,7 +16,8 @@ export interface BatchRow {
 
 /** The jobs of a batch counted by status, one row per status present, with their latest finish. */
 export interface BatchCountRow {
-  status: JobStatus;
+  /** `unstarted`: of the running jobs, those claimed whose handler has not started (shown queued). */
+  status: JobStatus | 'unstarted';
   n: number | string;
   last: number | string | null;
 }
@@ -33,6 +34,11 @@ export function batchOf(row: BatchRow, counts: readonly BatchCountRow[]): Batch 
   let open = false;
   let finishedAt = row.finished_at === null ? null : Number(row.finished_at);
   for (const count of counts) {
+    if (count.status === 'unstarted') {
+      byStatus.running -= Number(count.n);
+      byStatus.queued += Number(count.n);
+      continue;
+    }
     if (!(count.status in byStatus)) continue;
     byStatus[count.status] += Number(count.n);
     if (!isTerminal(count.status)) open = true;

@@ -1,6 +1,6 @@
 import { StoreError } from '../errors.js';
 import type { Page } from '../store.js';
-import { type SummaryRow, toSummary } from './rows.js';
+import { seenSummary, type SummaryRow } from './rows.js';
 
 /**
  * Lists page newest first by id: a page asks for one row more than its limit, and that
@@ -34,7 +34,7 @@ export function pageOf(rows: readonly SummaryRow[], limit: number): Page {
   const page = rows.length > limit ? rows.slice(0, limit) : rows;
   const last = page[page.length - 1];
   return {
-    jobs: page.map(toSummary),
+    jobs: page.map(seenSummary),
     nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.id) : null,
   };
 }

@@ -71,6 +71,10 @@ export interface JobRow {
   batch: string | null;
   /** Read with the whole job and by claims; lists leave it out. */
   trace?: string | null;
+  /** Whether the running attempt's handler started (0 or 1 on SQLite); reads name it. */
+  attempt_started?: number | boolean;
+  /** `started_at` before the running attempt's claim. */
+  prior_started_at?: number | null;
 }
 
 export type SummaryRow = Omit<JobRow, 'payload' | 'result'>;
@@ -96,7 +100,7 @@ export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
     type: row.type,
     owner: row.lease_owner,
     attempt: row.attempts,
-    started: row.attempt_started === true || row.attempt_started === 1,
+    started: startedAttempt(row.attempt_started),
     maxAttempts: row.max_attempts,
     backoff: {
       initialMs: row.backoff_initial_ms,
@@ -112,6 +116,16 @@ export function toWire(row: JobRow): JobWire {
   wire.payloadText = row.payload;
   wire.resultText = row.result;
   return wire;
+}
+
+/** A reader's summary of a row (see asSeen). */
+export function seenSummary(row: SummaryRow): JobSummary {
+  return asSeen(toSummary(row), row);
+}
+
+/** A reader's wire form of a row (see asSeen). */
+export function seenWire(row: JobRow): JobWire {
+  return asSeen(toWire(row), row);
 }
 
 export function toSummary(row: SummaryRow): JobSummary {
@@ -146,6 +160,57 @@ export function toSummary(row: SummaryRow): JobSummary {
     batch: row.batch,
     trace: row.trace ?? null,
   };
+}
+
+/**
+ * A job as a reader sees it. A running job whose handler has not started (claimed by a
+ * server, waiting in its queue for a thread) is shown as it was before the claim: queued,
+ * its attempts and `startedAt` as they were. Only a started attempt is running.
+ */
+export function asSeen<T extends JobSummary>(job: T, row: Pick<JobRow, 'attempt_started' | 'prior_started_at'>): T {
+  if (job.status !== 'running' || row.attempt_started === undefined || startedAttempt(row.attempt_started)) return job;
+  job.status = 'queued';
+  job.attempts -= 1;
+  job.startedAt = row.prior_started_at ?? null;
+  return job;
+}
+
+/** Whether a row's `attempt_started` says its handler started (SQLite answers 0 or 1). */
+export function startedAttempt(value: number | boolean | undefined): boolean {
+  return value === true || value === 1;
+}
+
+/**
+ * What a reader asks for as `statuses`, as the rows to read: every status asked but
+ * running, and the running rows whose start is (`running`) or is not (`queued`) recorded.
+ * `unstarted`/`started`: which running rows to keep; both false: none.
+ */
+export function statusesAsStored(statuses: readonly JobStatus[]): {
+  others: JobStatus[];
+  started: boolean;
+  unstarted: boolean;
+} {
+  return {
+    others: statuses.filter((status) => status !== 'running'),
+    started: statuses.includes('running'),
+    unstarted: statuses.includes('queued'),
+  };
+}
+
+/**
+ * Counts as a reader sees them: the running attempts not started (by priority) are
+ * counted as queued, so pending too.
+ */
+export function countsAsSeen<
+  T extends { byStatus: Record<JobStatus, number>; queuedByPriority: number[]; pending: number },
+>(counts: T, unstarted: ReadonlyArray<{ priority: number; n: number }>): T {
+  for (const { priority, n } of unstarted) {
+    counts.byStatus.running -= n;
+    counts.byStatus.queued += n;
+    counts.pending += n;
+    counts.queuedByPriority[priority] = (counts.queuedByPriority[priority] ?? 0) + n;
+  }
+  return counts;
 }
 
 /** The job object a client sees, from the wire form (parses payload and result). */

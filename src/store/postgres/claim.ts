@@ -15,7 +15,7 @@ import type { ClaimedJob, ClaimRequest } from '../store.js';
 import type { StoreContext } from './context.js';
 import type { LimitKind, TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
-import { claimedOf, jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
+import { claimedOf, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 import { inLine, type LinePlace, NOT_PAUSED, prefixed, prepared, statusIs } from './sql.js';
 import { run } from './connection.js';
 import { HeldGroupReader } from './held-groups.js';
@@ -239,8 +239,8 @@ export class PgClaim {
             )
             .filter((batch) => batch.length > 0);
     for (const { wire, previousStart } of claimed.values()) {
+      // Claimed jobs stay queued to a reader until their handler starts (lease.ts, started).
       this.#ctx.running.set(wire.id, { wire, owner: request.owner, previousStart });
-      this.#ctx.news.changed(wire.id, wire.type, 'running', () => jobFromWire(wire));
     }
     return batches;
   }

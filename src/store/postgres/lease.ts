@@ -3,6 +3,7 @@
  * (and measure the database's clock), handlers' starts are recorded in groups
  * (start-group.ts), and attempts whose lease ran out are found for the rescuer.
  */
+import { jobFromWire } from '../core/rows.js';
 import { hostname } from 'node:os';
 import { type ExpiredRow, toExpiredAttempt } from '../core/rows.js';
 import type { ExpiredAttempt, StartedAttempt } from '../store.js';
@@ -127,6 +128,7 @@ export class PgLease {
       const running = this.#ctx.running.get(item.id);
       if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) return false;
       running.wire.startedAt = item.startedAt;
+      this.#ctx.news.changed(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
       return true;
     });
     return mine.length === 0 ? Promise.resolve() : this.starts.add(mine);

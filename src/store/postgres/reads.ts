@@ -5,7 +5,7 @@ import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
-import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
+import { countsAsSeen, jobFromWire, type JobRow, seenWire, statusesAsStored } from '../core/rows.js';
 import { pendingOf } from '../core/statuses.js';
 import { type BatchCountRow, type BatchRow, batchOf } from '../core/batches.js';
 import type { Batch } from '../../contract/batch.js';
@@ -16,6 +16,8 @@ function readStatements(schema: string) {
   return {
     get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
     counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
+    /** Running attempts not started, by priority (running rows are few: the cluster's attempts). */
+    unstarted: `SELECT priority, count(*)::int AS n FROM ${s}.jobs WHERE status = 'running' AND NOT attempt_started GROUP BY priority`,
     /** When the oldest queued job became ready: one probe of the claim index per priority. */
     oldestQueued: `
 SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
@@ -23,10 +25,12 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
          ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
     batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback, trace FROM ${s}.batches WHERE id = $1`,
     /**
-     * By the `jobs_batch` index alone: this store keeps every batch's `finished_at` on its
+     * By the `jobs_batch` index alone, but for its running jobs (a claimed job not started
+     * counts as queued: core/batches.ts, batchOf): this store keeps every batch's `finished_at` on its
      * row (migration 012), so no job's finish time is read.
      */
-    batchCounts: `SELECT status, count(*) AS n, NULL::bigint AS last FROM ${s}.jobs WHERE batch = $1 GROUP BY status`,
+    batchCounts: `SELECT status, count(*) AS n, NULL::bigint AS last FROM ${s}.jobs WHERE batch = $1 GROUP BY status
+UNION ALL SELECT 'unstarted', count(*), NULL FROM ${s}.jobs WHERE batch = $1 AND status = 'running' AND NOT attempt_started`,
     list: (where: string[], limitParam: number) =>
       `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
 ORDER BY id DESC LIMIT $${limitParam}`,
@@ -57,7 +61,7 @@ export class PgReads {
 
   /** A job as read, with the progress of its attempt here if that is newer than the stored one. */
   #jobOf(row: JobRow): Job {
-    const job = jobFromWire(toWire(row));
+    const job = jobFromWire(seenWire(row));
     const running = this.#ctx.running.get(job.id);
     if (running !== undefined && job.status === 'running' && running.wire.attempts === job.attempts) {
       job.progress = running.wire.progress;
@@ -74,8 +78,17 @@ export class PgReads {
     const params: unknown[] = [];
     const statuses = filter.statuses !== undefined && filter.statuses.length > 0 ? [...new Set(filter.statuses)] : null;
     if (statuses !== null) {
-      params.push(statuses);
-      where.push(`status = ANY($${params.length}::text[])`);
+      const stored = statusesAsStored(statuses);
+      params.push(stored.others);
+      const running =
+        stored.started && stored.unstarted
+          ? ` OR status = 'running'`
+          : stored.started
+            ? ` OR (status = 'running' AND attempt_started)`
+            : stored.unstarted
+              ? ` OR (status = 'running' AND NOT attempt_started)`
+              : '';
+      where.push(`(status = ANY($${params.length}::text[])${running})`);
     }
     if (filter.type !== undefined) {
       params.push(filter.type);
@@ -116,9 +129,10 @@ export class PgReads {
   }
 
   async counts(): Promise<QueueCounts> {
-    const [counts, oldest] = await Promise.all([
+    const [counts, oldest, unstarted] = await Promise.all([
       this.#ctx.db.query<{ status: JobStatus; priority: number; n: number }>(this.#sql.counts),
       this.#ctx.db.query<{ at: number | null }>(this.#sql.oldestQueued),
+      this.#ctx.db.query<{ priority: number; n: number }>(this.#sql.unstarted),
     ]);
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
     const queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
@@ -129,9 +143,7 @@ export class PgReads {
         queuedByPriority[row.priority] = (queuedByPriority[row.priority] ?? 0) + Number(row.n);
     }
     return {
-      byStatus,
-      queuedByPriority,
-      pending: pendingOf(byStatus),
+      ...countsAsSeen({ byStatus, queuedByPriority, pending: pendingOf(byStatus) }, unstarted.rows),
       oldestQueuedReadyAt: oldest.rows[0]?.at ?? null,
       exact: true,
     };

@@ -12,8 +12,8 @@ function settingStatements(schema: string) {
     putSetting: `INSERT INTO ${s}.settings (key, value) VALUES ($1, $2)
       ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
     deleteSetting: `DELETE FROM ${s}.settings WHERE key = $1`,
-    groupCounts: `SELECT group_key AS "group", count(*) FILTER (WHERE status = 'queued')::int AS queued,
-      count(*) FILTER (WHERE status = 'running')::int AS running
+    groupCounts: `SELECT group_key AS "group", count(*) FILTER (WHERE status = 'queued' OR NOT attempt_started)::int AS queued,
+      count(*) FILTER (WHERE status = 'running' AND attempt_started)::int AS running
       FROM ${s}.jobs WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
     setPaused: `INSERT INTO ${s}.settings (key, value) VALUES ('paused', $1)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value`,

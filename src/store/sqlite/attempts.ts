@@ -23,6 +23,7 @@ export async function started(side: MainSide, items: StartedAttempt[]): Promise<
     if (running === null) continue;
     running.wire.startedAt = item.startedAt;
     rows.push(item);
+    side.emit(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
   }
   if (rows.length > 0) await side.thread.call({ op: 'started', rows }, 'lazy');
 }

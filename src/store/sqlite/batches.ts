@@ -13,7 +13,7 @@ export function insertBatch(file: FileState, batch: NewBatch, statuses: readonly
 /** A batch with its jobs counted by status (the `jobs_batch` index); null: no such batch. */
 export function getBatch(file: FileState, id: string): Batch | null {
   const row = file.s.selectBatch.get(id);
-  return row === undefined ? null : batchOf(row, file.s.countBatch.all(id));
+  return row === undefined ? null : batchOf(row, file.s.countBatch.all(id, id));
 }
 
 /** The statements of batches, prepared once. */
@@ -26,7 +26,9 @@ export function prepareBatchStatements({ prepare }: Preparer) {
       'SELECT id, total, remaining, created_at, finished_at, callback, trace FROM batches WHERE id = ?',
     ),
     countBatch: prepare<BatchCountRow>(
-      'SELECT status, COUNT(*) AS n, MAX(finished_at) AS last FROM jobs WHERE batch = ? GROUP BY status',
+      // A claimed job not started counts as queued (core/batches.ts, batchOf).
+      `SELECT status, COUNT(*) AS n, MAX(finished_at) AS last FROM jobs WHERE batch = ? GROUP BY status
+       UNION ALL SELECT 'unstarted', COUNT(*), NULL FROM jobs WHERE batch = ? AND status = 'running' AND attempt_started = 0`,
     ),
   };
 }

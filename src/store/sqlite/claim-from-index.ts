@@ -1,6 +1,6 @@
-import { claimedOf, jobFromWire, type JobWire } from '../core/rows.js';
+import { claimedOf, type JobWire } from '../core/rows.js';
 import type { ClaimedJob, ClaimRequest } from '../store.js';
-import type { MainSide, Running } from './main-side.js';
+import type { MainSide } from './main-side.js';
 import type { IndexEntry } from './ready-index/ready-index.js';
 import { batchHasRoom, costInBatch } from '../core/micro-batches.js';
 
@@ -84,12 +84,7 @@ export async function claimFromIndex(side: MainSide, request: ClaimRequest): Pro
       // A claim that was not stored is reported lost by the reply that says so.
     },
   );
-  for (const jobs of claimed) {
-    for (const job of jobs) {
-      const running = side.running.get(job.id) as Running;
-      side.emit(job.id, job.type, 'running', () => jobFromWire(running.wire));
-    }
-  }
+  // Claimed jobs stay queued to a reader until their handler starts (attempts.ts, started).
   return claimed;
 }
 

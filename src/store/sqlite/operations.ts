@@ -20,6 +20,7 @@
  * nothing. The counters (counters.ts) are kept exact on every transition and rebuilt
  * from the file whenever a transaction is rolled back.
  */
+import { countsAsSeen } from '../core/rows.js';
 import { getBatch } from './batches.js';
 import { claim, claimRead, promote, unclaim } from './claim.js';
 import { claimDeliveries, deliveries, nextDelivery, recordDelivery } from './deliveries.js';
@@ -65,7 +66,7 @@ export function runOperation(file: FileState, op: Op): unknown {
     case 'list':
       return list(file, op.filter);
     case 'counts':
-      return file.counters.counts();
+      return countsAsSeen(file.counters.counts(), file.s.unstarted.all());
     case 'groupCounts':
       return groupCounts(file);
     case 'paused':

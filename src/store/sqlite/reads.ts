@@ -1,5 +1,5 @@
 import { decodeCursor, pageOf, pageSize } from '../core/page.js';
-import { type JobWire, type SummaryRow, toWire } from '../core/rows.js';
+import { type JobWire, seenWire, statusesAsStored, startedAttempt, type SummaryRow } from '../core/rows.js';
 import type { GroupCount, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
@@ -12,7 +12,7 @@ export type ListColumn = 'status' | 'type' | 'group_key' | 'schedule' | 'batch';
 
 export function getJob(file: FileState, id: string): JobWire | null {
   const row = file.s.selectJob.get(id);
-  return row === undefined ? null : toWire(row);
+  return row === undefined ? null : seenWire(row);
 }
 
 export function list(file: FileState, filter: ListFilter): Page {
@@ -46,9 +46,19 @@ export function list(file: FileState, filter: ListFilter): Page {
   } else {
     // One index range per status, newest first, merged: an IN list would make SQLite sort.
     const statement = file.s.list(['status', ...columns], before !== null);
+    const stored = statusesAsStored(statuses);
     rows = [];
-    for (const status of statuses) rows.push(...statement.all(status, ...values, ...tail));
-    if (statuses.length > 1) rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    for (const status of stored.others) rows.push(...statement.all(status, ...values, ...tail));
+    if (stored.started || stored.unstarted) {
+      // Running rows are few (the attempts of this process): all of them, kept by whether they started.
+      const all = statement.all('running', ...values, ...(before === null ? [] : [before]), -1);
+      for (const row of all) {
+        if (startedAttempt(row.attempt_started) ? stored.started : stored.unstarted) rows.push(row);
+      }
+    }
+    if (stored.others.length + (stored.started || stored.unstarted ? 1 : 0) > 1) {
+      rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    }
   }
   return pageOf(rows, limit);
 }
@@ -77,7 +87,8 @@ export function snapshot(file: FileState): Snapshot {
 const SUMMARY_COLUMNS =
   'id, type, status, priority, error, attempts, max_attempts, snoozes, timeout_ms, backoff_initial_ms, backoff_factor, ' +
   'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
-  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback, batch';
+  'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback, batch, attempt_started, ' +
+  'prior_started_at';
 
 /** The statements of the reads, prepared once. */
 /** Queued and running jobs of each group that has any. */
@@ -91,8 +102,13 @@ export function prepareReadStatements({ prepare }: Preparer) {
     prepare<SummaryRow>(`SELECT ${SUMMARY_COLUMNS} FROM jobs ${where} ORDER BY id DESC LIMIT ?`);
   return {
     // Read by status: the queued and running jobs, never the finished ones of every group.
+    /** Running attempts not started, by priority (running rows are few: this process's attempts). */
+    unstarted: prepare<{ priority: number; n: number }>(
+      `SELECT priority, count(*) AS n FROM jobs INDEXED BY jobs_status_id WHERE status = 'running' AND attempt_started = 0 GROUP BY priority`,
+    ),
     groupCounts: prepare<GroupCount>(
-      `SELECT group_key AS "group", sum(status = 'queued') AS queued, sum(status = 'running') AS running
+      `SELECT group_key AS "group", sum(status = 'queued' OR attempt_started = 0) AS queued,
+         sum(status = 'running' AND attempt_started = 1) AS running
        FROM jobs INDEXED BY jobs_status_id WHERE group_key IS NOT NULL AND status IN ('queued', 'running') GROUP BY group_key ORDER BY group_key`,
     ),
     selectQueued: prepare<{
