@@ -1,7 +1,7 @@
 # Kiln: docker build -t kiln . && docker run -p 3000:3000 -v kiln-data:/data kiln
 
 # ── build: compile better-sqlite3 and the TypeScript, then drop the dev dependencies ──
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 
 # better-sqlite3 is compiled from source against this image's Node (no prebuilt download).
 RUN apt-get update \
@@ -20,7 +20,7 @@ RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund
 
 # ── runtime: same Debian and Node as the build, so the native module fits ──
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
