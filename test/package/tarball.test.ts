@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -20,7 +20,6 @@ import { repoRoot } from '../support/paths.js';
 const packageJson = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
   name: string;
   version: string;
-  allowScripts: Record<string, boolean>;
 };
 
 /** Runs npm, npx or node with this process's Node.js first on PATH; rejects on a non-zero exit. */
@@ -35,24 +34,7 @@ function projectEnv(): Record<string, string> {
   const env = inheritedEnv();
   // `npm test` exports its own package's settings (npm_package_*, npm_lifecycle_*); the project is another package.
   for (const key of Object.keys(env)) if (/^npm_(package|lifecycle)_/.test(key)) delete env[key];
-  const nodedir = env.npm_config_nodedir ?? headersOfThisNode();
-  return {
-    ...env,
-    PATH: [dirname(process.execPath), env.PATH ?? ''].join(delimiter),
-    ...(nodedir === undefined ? {} : { npm_config_nodedir: nodedir }),
-  };
-}
-
-/**
- * Where the headers of the Node.js running the tests are, so that better-sqlite3 is built for it
- * (an npmrc's nodedir may name another Node.js): beside its bin/, or, for Node.js installed from
- * the npm registry (the `node` package), in its node-<platform>-<arch> package.
- */
-function headersOfThisNode(): string | undefined {
-  const prefix = dirname(dirname(process.execPath));
-  return [prefix, join(prefix, 'node_modules', `node-${process.platform}-${process.arch}`)].find((dir) =>
-    existsSync(join(dir, 'include', 'node', 'node_version.h')),
-  );
+  return { ...env, PATH: [dirname(process.execPath), env.PATH ?? ''].join(delimiter) };
 }
 
 interface PackResult {
@@ -174,9 +156,8 @@ describe('the npm package, installed in an empty project', { timeout: 900_000 },
     writeFileSync(
       join(project, 'package.json'),
       `${JSON.stringify(
-        // npm runs a dependency's install script only where the project allows it: better-sqlite3
-        // builds or fetches its native module in one.
-        { name: 'project', private: true, type: 'module', allowScripts: packageJson.allowScripts },
+        // No install script needs allowing: better-sqlite3 13 brings its Node-API binary in its package.
+        { name: 'project', private: true, type: 'module' },
         null,
         2,
       )}\n`,
