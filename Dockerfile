@@ -1,15 +1,10 @@
 # Kiln: docker build -t kiln . && docker run -p 3000:3000 -v kiln-data:/data kiln
 
-# ── build: compile better-sqlite3 and the TypeScript, then drop the dev dependencies ──
-FROM node:20-bookworm-slim AS build
+# ── build: compile the TypeScript, then drop the dev dependencies ──
+FROM node:24-bookworm-slim AS build
 
-# better-sqlite3 is compiled from source against this image's Node (no prebuilt download).
-RUN apt-get update \
-  && apt-get install -y --no-install-recommends python3 make g++ \
-  && rm -rf /var/lib/apt/lists/*
-ENV npm_config_build_from_source=better-sqlite3 \
-    npm_config_nodedir=/usr/local
-
+# better-sqlite3 13 is a Node-API module with its binaries in the package (glibc and musl,
+# x64 and arm64): nothing is compiled or downloaded at install.
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -19,8 +14,8 @@ COPY src ./src
 RUN npm run build \
   && npm prune --omit=dev --no-audit --no-fund
 
-# ── runtime: same Debian and Node as the build, so the native module fits ──
-FROM node:20-bookworm-slim AS runtime
+# ── runtime: same Debian and Node as the build ──
+FROM node:24-bookworm-slim AS runtime
 
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \

@@ -3,7 +3,8 @@
  * the same machine in the same run: the commit's files from git (`git archive`), this
  * checkout's node_modules when the two lock files are the same (else `npm ci` of its own),
  * and its server compiled (src/ only; the dashboard's static files copied as the build
- * does). Kept in the temp directory by commit, so that a second run reuses the build.
+ * does). Kept in the temp directory by commit and by the Node.js ABI it runs on (its
+ * native module is built for one), so that a second run on the same Node.js reuses the build.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -45,7 +46,7 @@ export function resolveCommit(rev) {
  */
 export function buildCommit(rev) {
   const commit = resolveCommit(rev);
-  const root = join(tmpdir(), `kiln-commit-${commit.slice(0, 12)}`);
+  const root = join(tmpdir(), `kiln-commit-${commit.slice(0, 12)}-node${process.versions.modules}`);
   const main = join(root, 'dist', 'src', 'main.js');
   const built = join(root, '.built');
   if (existsSync(built)) return { commit, root, main };

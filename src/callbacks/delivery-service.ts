@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 // undici's own fetch with its own Agent: Node's global fetch is undici too, but of the
 // version bundled with each Node release, and a dispatcher from another major version of
-// the package is not guaranteed to fit it (Node 20 bundles 6, Node 24 bundles 7).
+// the package is not guaranteed to fit it (Node 22 bundles 6, Node 24 bundles 7).
 import { Agent, fetch } from 'undici';
 import type { Backoff, Job } from '../contract/job.js';
 import type { Batch } from '../contract/batch.js';

@@ -26,7 +26,7 @@ import type {
 
 /**
  * A typed client of the Kiln HTTP API (docs/API.md). It uses only the platform's
- * fetch, so it runs in Node.js 20 and in browsers alike.
+ * fetch, so it runs in Node.js and in browsers alike.
  *
  * Answers 429 (queue_full) and 503 (shutting_down, store_unavailable) are retried:
  * nothing was stored or changed, and the server says in `Retry-After` when to come

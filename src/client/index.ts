@@ -1,4 +1,4 @@
-/** `kiln/client`: the typed HTTP client, with nothing of the server in it. */
+/** `kiln-queue/client`: the typed HTTP client, with nothing of the server in it. */
 export { DEFAULT_URL, isFinished, JOB_STATUSES, KilnClient, retryAfterMs, TERMINAL_STATUSES } from './client.js';
 export type {
   CallOptions,

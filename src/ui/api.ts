@@ -1,14 +1,14 @@
 /**
  * Every call the dashboard makes to the Kiln API, in one module, so that the pages
  * never build a URL or read a response themselves. The calls go through the typed
- * client `kiln/client` (served to the page from this server), pointed at the server
+ * client `kiln-queue/client` (served to the page from this server), pointed at the server
  * that serves the page (at <base>/ui/), so a Kiln behind a proxy under a prefix still
  * works.
  *
  * The bearer token, when the server asks for one, lives in sessionStorage: it lasts
  * as long as the browser tab and is never written to disk or shared with other tabs.
  */
-import { JOB_STATUSES, KilnClient, KilnError, TERMINAL_STATUSES } from 'kiln/client';
+import { JOB_STATUSES, KilnClient, KilnError, TERMINAL_STATUSES } from 'kiln-queue/client';
 import type {
   Batch,
   CallbackDelivery,
@@ -24,7 +24,7 @@ import type {
   Stats,
   StatsFigures,
   Task,
-} from 'kiln/client';
+} from 'kiln-queue/client';
 
 export type {
   Batch,

@@ -1,6 +1,6 @@
-import type { Dirent } from 'node:fs';
+import { type Dirent, existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { extname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { JITTER_MODES, JOB_DEFAULTS } from '../contract/job.js';
@@ -41,7 +41,7 @@ export interface PayloadIssue {
 export type PayloadValidation = { ok: true; value: unknown } | { ok: false; issues: PayloadIssue[] };
 
 export interface LoadTasksOptions {
-  /** A directory whose `.js`/`.mjs` files (not recursive) are task modules. */
+  /** A directory whose `.js`, `.mjs`, `.ts` and `.mts` files (not recursive) are task modules. */
   tasksDir?: string | undefined;
 }
 
@@ -53,7 +53,13 @@ export async function loadTasks(options: LoadTasksOptions = {}): Promise<TaskReg
   const builtinExtensions = import.meta.url.endsWith('.ts') ? ['.ts'] : ['.js'];
   const files = await listModules(builtinDir, builtinExtensions);
   if (options.tasksDir !== undefined) {
-    files.push(...(await listModules(resolve(options.tasksDir), ['.js', '.mjs'])));
+    const dir = resolve(options.tasksDir);
+    const own = await listModules(dir, [...TASK_EXTENSIONS, ...Object.keys(REFUSED_EXTENSIONS)]);
+    for (const file of own) {
+      const refused = REFUSED_EXTENSIONS[extname(file)];
+      if (refused !== undefined) throw new TaskLoadError(file, `task module ${file}: ${refused}`);
+    }
+    files.push(...own);
   }
   for (const file of files) {
     const task = await loadModule(file);
@@ -96,6 +102,16 @@ export async function validatePayload(task: LoadedTask, payload: unknown): Promi
   };
 }
 
+/** What KILN_TASKS_DIR loads: ES modules, in JavaScript or in TypeScript that Node.js strips. */
+const TASK_EXTENSIONS = ['.js', '.mjs', '.ts', '.mts'];
+const TYPESCRIPT_EXTENSIONS = ['.ts', '.mts'];
+
+/** Files a reader would take for task modules that cannot be loaded as they are: refused, never ignored. */
+const REFUSED_EXTENSIONS: Record<string, string> = {
+  '.tsx': 'JSX is not TypeScript that Node.js can strip: rename it .ts if it has no JSX, or compile it to .js',
+  '.cts': 'a .cts file is CommonJS and task modules are ES modules: rename it .ts or .mts',
+};
+
 async function listModules(dir: string, extensions: string[]): Promise<string[]> {
   let entries: Dirent[];
   try {
@@ -106,18 +122,21 @@ async function listModules(dir: string, extensions: string[]): Promise<string[]>
   return entries
     .filter((entry) => entry.isFile() || entry.isSymbolicLink())
     .map((entry) => entry.name)
-    .filter((name) => !name.endsWith('.d.ts') && extensions.some((ext) => name.endsWith(ext)))
+    .filter((name) => !/\.d\.[cm]?ts$/.test(name) && extensions.some((ext) => name.endsWith(ext)))
     .sort()
     .map((name) => join(dir, name));
 }
 
 async function loadModule(file: string): Promise<LoadedTask> {
   const moduleUrl = pathToFileURL(file).href;
+  if (TYPESCRIPT_EXTENSIONS.includes(extname(file)) && !process.features.typescript) {
+    throw new TaskLoadError(file, `task module ${file}: ${CANNOT_STRIP}`);
+  }
   let namespace: Record<string, unknown>;
   try {
     namespace = (await import(moduleUrl)) as Record<string, unknown>;
   } catch (err) {
-    throw new TaskLoadError(file, `task module ${file}: import failed: ${errorText(err)}`, { cause: err });
+    throw new TaskLoadError(file, `task module ${file}: import failed: ${importFailure(err)}`, { cause: err });
   }
   if (!('default' in namespace) || namespace.default === undefined) {
     throw new TaskLoadError(file, `task module ${file}: has no default export (expected a task definition object)`);
@@ -145,6 +164,42 @@ async function loadModule(file: string): Promise<LoadedTask> {
     isolate: task.isolate ?? false,
     moduleUrl,
   };
+}
+
+const CANNOT_STRIP =
+  `Node.js ${process.version} cannot load TypeScript: run Kiln on Node.js 22.18 or later (24 is the LTS), ` +
+  'where types are stripped as modules load, or compile the module to .js';
+
+/**
+ * Why an import failed, with what to do when the cause is how Node.js loads TypeScript: it only
+ * erases types (no enums, namespaces or parameter properties), needs the `.ts` extension in
+ * relative imports, and does not strip files under node_modules.
+ */
+function importFailure(err: unknown): string {
+  const text = errorText(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && /\.m?ts\b/.test(text)) return `${text}; ${CANNOT_STRIP}`;
+  if (code === 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX') {
+    return (
+      `${text}; Node.js only strips types, so write erasable TypeScript (a const object instead of an enum, ` +
+      'no namespaces, no parameter properties; tsconfig "erasableSyntaxOnly" checks it) or compile the module to .js'
+    );
+  }
+  if (code === 'ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING') {
+    return `${text}; Node.js does not strip types under node_modules: keep the tasks directory outside it, or compile to .js`;
+  }
+  const url = (err as { url?: unknown }).url;
+  if (code === 'ERR_MODULE_NOT_FOUND' && typeof url === 'string' && url.startsWith('file:')) {
+    const missing = fileURLToPath(url);
+    const found = TYPESCRIPT_EXTENSIONS.map((ext) => missing + ext).find((candidate) => existsSync(candidate));
+    if (found !== undefined) {
+      return (
+        `${text}; a TypeScript file is imported by its own name: write '${extname(found)}' at the end of the import ` +
+        `(tsconfig "allowImportingTsExtensions" or "rewriteRelativeImportExtensions" lets tsc accept it)`
+      );
+    }
+  }
+  return text;
 }
 
 function toJsonSchema(schema: StandardSchemaV1): Record<string, unknown> {

@@ -8,7 +8,7 @@ import { inheritedEnv } from '../support/kiln-process.js';
 import { repoRoot } from '../support/paths.js';
 
 /**
- * `kiln/client` is for browsers and for apps that talk to Kiln: its built module graph
+ * `kiln-queue/client` is for browsers and for apps that talk to Kiln: its built module graph
  * holds nothing of the server (fastify, piscina, better-sqlite3, pg, zod), no Node.js
  * built-in, and only relative imports ending in .js, which a browser loads as they are.
  */
@@ -23,7 +23,7 @@ function importSpecifiers(source: string): string[] {
   return [...source.matchAll(pattern)].map((match) => match[1] ?? match[2] ?? match[3] ?? '');
 }
 
-describe('the kiln/client module', () => {
+describe('the kiln-queue/client module', () => {
   it('is reached through the package exports', () => {
     assert.equal(packageJson.exports['./client'].default, './dist/src/client/index.js');
     assert.equal(packageJson.exports['./client'].types, './dist/src/client/index.d.ts');
@@ -47,7 +47,7 @@ describe('the kiln/client module', () => {
   });
 
   it('loads in a fresh process without loading any other module (resolved at run time)', () => {
-    // A resolve hook reports every module the import of kiln/client (by package name) loads.
+    // A resolve hook reports every module the import of kiln-queue/client (by package name) loads.
     const hook = `import { writeSync } from 'node:fs';
       export async function resolve(specifier, context, next) {
         const resolved = await next(specifier, context);
@@ -56,7 +56,7 @@ describe('the kiln/client module', () => {
       }`;
     const script = `import { register } from 'node:module';
       register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hook)}));
-      const client = await import('kiln/client');
+      const client = await import('kiln-queue/client');
       const instance = new client.KilnClient({ url: 'http://127.0.0.1:1' });
       process.stdout.write(JSON.stringify({ exports: Object.keys(client).sort(), url: instance.url }));`;
     const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
@@ -71,7 +71,7 @@ describe('the kiln/client module', () => {
       .map((line) => line.slice('RESOLVED '.length));
     const clientDir = pathToFileURL(join(repoRoot, 'dist', 'src', 'client')).href;
     assert.ok(loaded.includes(pathToFileURL(clientEntry).href), run.stderr);
-    for (const url of loaded) assert.ok(url.startsWith(`${clientDir}/`), `loading kiln/client loaded ${url}`);
+    for (const url of loaded) assert.ok(url.startsWith(`${clientDir}/`), `loading kiln-queue/client loaded ${url}`);
     for (const name of ['fastify', 'piscina', 'better-sqlite3', 'pg', 'zod', 'commander']) {
       assert.ok(!loaded.some((url) => url.includes(`/node_modules/${name}/`)), `${name} was loaded`);
     }

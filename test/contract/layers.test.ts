@@ -74,8 +74,8 @@ function importSpecifiers(source: string): string[] {
 
 /** The src/ file a specifier names, or null for a package that is not Kiln. */
 function target(fromFile: string, specifier: string): string | null {
-  if (specifier === 'kiln/client') return 'client/index.ts';
-  if (specifier === 'kiln') return 'index.ts';
+  if (specifier === 'kiln-queue/client') return 'client/index.ts';
+  if (specifier === 'kiln-queue') return 'index.ts';
   if (!specifier.startsWith('.')) return null;
   const path = relative(srcDir, join(dirname(fromFile), specifier))
     .split(sep)

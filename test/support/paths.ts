@@ -6,3 +6,4 @@ export const repoRoot = fileURLToPath(
   new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url),
 );
 export const fixtureTasksDir = join(repoRoot, 'test', 'fixtures', 'kiln-tasks');
+export const typescriptTasksDir = join(repoRoot, 'test', 'fixtures', 'ts-tasks');

@@ -1,5 +1,5 @@
 // A Kiln task module: KILN_TASKS_DIR=docs/examples/tasks npm start
-import { NonRetryableError } from 'kiln';
+import { NonRetryableError } from 'kiln-queue';
 import { z } from 'zod';
 
 const schema = z

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
  * The dashboard at /ui/: a page that loads ES modules in the browser, with no build
  * step of its own and nothing from a CDN. Its modules are compiled by `npm run build`
  * into dist/src/ui/, served as /ui/app/, and call the API through the typed client
- * `kiln/client` (dist/src/client/, served as /ui/client/); preact, htm and uPlot are served from their packages in
+ * `kiln-queue/client` (dist/src/client/, served as /ui/client/); preact, htm and uPlot are served from their packages in
  * node_modules, only the files the page imports (an import map names them).
  *
  * /ui/ itself holds no data and needs no token: the page asks for one when the API
@@ -16,7 +16,7 @@ import type { FastifyInstance } from 'fastify';
  */
 
 const dashboardDir = fileURLToPath(new URL('../../ui/', import.meta.url));
-/** The typed client `kiln/client`, compiled beside the server (fetch only, so it runs in a browser too). */
+/** The typed client `kiln-queue/client`, compiled beside the server (fetch only, so it runs in a browser too). */
 const clientDir = fileURLToPath(new URL('../../client/', import.meta.url));
 
 /** The one file of each package the page needs, by the name it is served under. */
@@ -40,7 +40,7 @@ const IMPORT_MAP = JSON.stringify({
     htm: './vendor/htm.mjs',
     'htm/preact': './vendor/index.mjs',
     uplot: './vendor/uPlot.esm.js',
-    'kiln/client': './client/index.js',
+    'kiln-queue/client': './client/index.js',
   },
 });
 
