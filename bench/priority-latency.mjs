@@ -12,7 +12,7 @@
  *
  * "Submit" is measured two ways. The target is judged on the server's own clock:
  * startedAt − createdAt (createdAt is stamped when the request reaches the scheduler,
- * startedAt when the job is claimed for a thread), which is the time the job spent
+ * startedAt when a thread started its handler), which is the time the job spent
  * waiting behind the backlog. The client's figure, startedAt − the moment it sent the
  * request, adds the HTTP round trip, parsing and validation before the scheduler sees
  * the job. Both clocks are this machine's, both in whole milliseconds, so each sample

@@ -29,6 +29,8 @@ const BENCHMARKS = [
   'throughput',
   'ingest',
   'priority-latency',
+  'mixed-durations',
+  'status-poll',
   'memory',
   'main-thread-cost',
   'pg-throughput',

@@ -1,18 +1,20 @@
 /**
- * Load generator (a child process of a benchmark): autocannon against one URL for a
- * fixed time after a short warm-up.
+ * Load generator (a child process of a benchmark): autocannon against one URL (or one
+ * server and a list of paths, each connection going through them in turn) for a fixed
+ * time after a short warm-up.
  *
- * Input: one JSON argument { url, method, body, connections, durationSeconds, warmupSeconds }.
+ * Input: one JSON argument { url, method, body, paths, connections, durationSeconds, warmupSeconds }.
  * Output: one JSON line { requestsPerSecond, latencyP50Ms, latencyP99Ms, ok, non2xx, errors, timeouts }.
  */
 import autocannon from 'autocannon';
 
 const input = JSON.parse(process.argv[2] ?? '{}');
-const { url, method = 'POST', body, connections = 100, durationSeconds = 10, warmupSeconds = 1 } = input;
+const { url, method = 'POST', body, paths, connections = 100, durationSeconds = 10, warmupSeconds = 1 } = input;
 const request = {
   url,
   method,
   connections,
+  ...(paths === undefined ? {} : { requests: paths.map((path) => ({ method, path })) }),
   headers: body === undefined ? {} : { 'content-type': 'application/json' },
   ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   timeout: 30,

@@ -128,10 +128,17 @@ export class PgLease {
       const running = this.#ctx.running.get(item.id);
       if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) return false;
       running.wire.startedAt = item.startedAt;
-      this.#ctx.news.changed(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
       return true;
     });
-    return mine.length === 0 ? Promise.resolve() : this.starts.add(mine);
+    if (mine.length === 0) return Promise.resolve();
+    return this.starts.add(mine).then(() => {
+      // Announced once stored, so a reader that hears it reads the job running.
+      for (const item of mine) {
+        const running = this.#ctx.running.get(item.id);
+        if (running === undefined || running.owner !== item.owner || running.wire.attempts !== item.attempt) continue;
+        this.#ctx.news.changed(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
+      }
+    });
   }
 
   async #writeStarts(items: StartedAttempt[]): Promise<void> {

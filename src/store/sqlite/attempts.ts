@@ -23,9 +23,14 @@ export async function started(side: MainSide, items: StartedAttempt[]): Promise<
     if (running === null) continue;
     running.wire.startedAt = item.startedAt;
     rows.push(item);
-    side.emit(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
   }
-  if (rows.length > 0) await side.thread.call({ op: 'started', rows }, 'lazy');
+  if (rows.length === 0) return;
+  await side.thread.call({ op: 'started', rows }, 'lazy');
+  // Announced once stored, so a reader that hears it reads the job running.
+  for (const item of rows) {
+    const running = side.held(item.id, item.owner, item.attempt);
+    if (running !== null) side.emit(item.id, running.wire.type, 'running', () => jobFromWire(running.wire));
+  }
 }
 
 /**

@@ -79,7 +79,10 @@ describe('Dispatcher.stop', () => {
       assert.ok(job);
       dispatcher.pump();
       await claimed.promise;
-      assert.equal((await mustGet(real, job.id)).status, 'running');
+      // Claimed, not started: a reader sees it queued, as before its claim.
+      const held = await mustGet(real, job.id);
+      assert.equal(held.status, 'queued');
+      assert.equal(held.attempts, 0);
 
       const stopped = dispatcher.stop(1000);
       answer.resolve();

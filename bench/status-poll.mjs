@@ -1,0 +1,112 @@
+/**
+ * Figure 15, status polls: GET /v1/jobs/{id} of 200 finished noop jobs, 100 connections,
+ * each going through the 200 ids in turn, 10 s after a 1 s warm-up (autocannon in its own
+ * process): req/s and p99 latency of Kiln (durable SQLite) next to a raw fastify server
+ * answering the same 200 documents, as Kiln rendered them, from a Map in memory. With
+ * taskset, the load generator runs on core 0 and the servers on the other cores. Which
+ * system goes first alternates from run to run.
+ *
+ *   node bench/status-poll.mjs [--size tiny|full] [--runs N]
+ */
+import { join } from 'node:path';
+import { requestJson, waitUntilIdle } from './lib/kiln-client.mjs';
+import { BENCH_DIR, pinning, runNodeJson, startKiln, startServerScript } from './lib/processes.mjs';
+import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
+
+const NAME = 'status-poll';
+const TARGET_RATIO = 0.7;
+const JOBS = 200;
+
+await runBenchmark(NAME, async () => {
+  const options = benchOptions({ full: 3, tiny: 1 });
+  const durationSeconds = options.tiny ? 1 : 10;
+  const warmupSeconds = options.tiny ? 0 : 1;
+  const pins = pinning();
+  const parameters = {
+    jobs: JOBS,
+    connections: 100,
+    durationSeconds,
+    warmupSeconds,
+    pinning:
+      pins === null
+        ? 'none (taskset unavailable or < 2 cores)'
+        : `load generator on CPU ${pins.load}, servers on CPU ${pins.server}`,
+    runs: options.runs,
+  };
+  console.log(
+    `${NAME}: GET /v1/jobs/{id} of ${JOBS} finished jobs, 100 connections, ${durationSeconds} s; ${parameters.pinning}`,
+  );
+  const runs = [];
+  for (let run = 1; run <= options.runs; run++) {
+    const kiln = await startKiln({ store: 'sqlite', cpus: pins?.server ?? null });
+    const record = { run };
+    try {
+      const ids = [];
+      for (let i = 0; i < JOBS; i += 100) {
+        const jobs = Array.from({ length: Math.min(100, JOBS - i) }, () => ({ type: 'noop', payload: {} }));
+        const answer = await requestJson(`${kiln.url}/v1/jobs/batch`, { method: 'POST', body: { jobs } });
+        ids.push(...answer.jobs.map((job) => job.id));
+      }
+      await waitUntilIdle(kiln.url);
+      const documents = await Promise.all(ids.map((id) => requestJson(`${kiln.url}/v1/jobs/${id}`)));
+      if (documents.some((job) => job.status !== 'completed')) throw new Error('a job did not complete');
+      const paths = ids.map((id) => `/v1/jobs/${id}`);
+      const raw = await startServerScript(
+        join(BENCH_DIR, 'baseline', 'raw-status.mjs'),
+        { documents },
+        { cpus: pins?.server ?? null },
+      );
+      try {
+        const measure = (server) =>
+          runNodeJson(
+            join(BENCH_DIR, 'load', 'autocannon.mjs'),
+            { url: server.url, method: 'GET', paths, connections: 100, durationSeconds, warmupSeconds },
+            { cpus: pins?.load ?? null, timeoutMs: (durationSeconds + warmupSeconds) * 1000 + 60_000 },
+          );
+        const order = run % 2 === 1 ? ['raw', 'kiln'] : ['kiln', 'raw'];
+        for (const system of order) {
+          const result = await measure(system === 'raw' ? raw : kiln);
+          if (result.ok === 0 || result.non2xx > 0 || result.errors > 0) {
+            throw new Error(`${system}: ${result.ok} answers 2xx, ${result.non2xx} non-2xx, ${result.errors} errors`);
+          }
+          record[system] = result;
+        }
+      } finally {
+        await raw.stop();
+      }
+    } finally {
+      await kiln.stop();
+    }
+    record.ratio = record.kiln.requestsPerSecond / record.raw.requestsPerSecond;
+    record.p99Ratio = record.kiln.latencyP99Ms / Math.max(1, record.raw.latencyP99Ms);
+    runs.push(record);
+    console.log(
+      `  run ${run}: kiln ${record.kiln.requestsPerSecond.toFixed(0)} req/s p99 ${record.kiln.latencyP99Ms} ms; ` +
+        `raw fastify ${record.raw.requestsPerSecond.toFixed(0)} req/s p99 ${record.raw.latencyP99Ms} ms; ×${record.ratio.toFixed(2)}`,
+    );
+  }
+  const of = (pick) => summarize(runs.map(pick));
+  const figures = {
+    kiln: { requestsPerSecond: of((r) => r.kiln.requestsPerSecond), latencyP99Ms: of((r) => r.kiln.latencyP99Ms) },
+    raw: { requestsPerSecond: of((r) => r.raw.requestsPerSecond), latencyP99Ms: of((r) => r.raw.latencyP99Ms) },
+    ratio: of((r) => r.ratio),
+    p99Ratio: of((r) => r.p99Ratio),
+  };
+  printTable(
+    `${NAME}`,
+    ['system', 'req/s', 'p99 ms'],
+    [
+      ['kiln, sqlite', formatSummary(figures.kiln.requestsPerSecond), formatSummary(figures.kiln.latencyP99Ms)],
+      ['raw fastify from a Map', formatSummary(figures.raw.requestsPerSecond), formatSummary(figures.raw.latencyP99Ms)],
+      [`kiln ÷ raw (target ≥ ${TARGET_RATIO})`, formatSummary(figures.ratio, 2), formatSummary(figures.p99Ratio, 2)],
+    ],
+  );
+  writeResult(NAME, {
+    options,
+    parameters,
+    runs,
+    figures,
+    target: TARGET_RATIO,
+    met: figures.ratio.median >= TARGET_RATIO,
+  });
+});
