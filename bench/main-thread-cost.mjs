@@ -186,13 +186,26 @@ await runBenchmark(NAME, async () => {
       onCpuMicrosPerJob: summarize(mine.map((r) => r.schedstat?.onCpuMicrosPerJob ?? null)),
       waitingMicrosPerJob: summarize(mine.map((r) => r.schedstat?.waitingMicrosPerJob ?? null)),
       jobsPerSecond: summarize(mine.map((r) => r.jobsPerSecond)),
+      // The dispatch ceiling of one process: jobs handed out per second of main-thread CPU.
+      jobsPerMainCpuSecond: summarize(
+        mine.map((r) => (r.schedstat === null ? null : 1e6 / r.schedstat.onCpuMicrosPerJob)),
+      ),
       topFunctions,
     };
   });
 
   printTable(
     `Main-thread CPU per job (${threads} threads; median (min–max) of ${options.runs} run(s))`,
-    ['workload', 'jobs', 'µs/job (sampled busy)', 'main thread busy', 'on a core µs/job', 'waiting µs/job', 'jobs/s'],
+    [
+      'workload',
+      'jobs',
+      'µs/job (sampled busy)',
+      'main thread busy',
+      'on a core µs/job',
+      'waiting µs/job',
+      'jobs/s',
+      'jobs per main-thread CPU second',
+    ],
     figures.map((f) => [
       f.label,
       f.jobs.toLocaleString('en-US'),
@@ -201,6 +214,7 @@ await runBenchmark(NAME, async () => {
       formatSummary(f.onCpuMicrosPerJob, 1),
       formatSummary(f.waitingMicrosPerJob, 1),
       formatSummary(f.jobsPerSecond),
+      formatSummary(f.jobsPerMainCpuSecond),
     ]),
   );
   for (const f of figures) {

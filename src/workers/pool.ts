@@ -380,6 +380,7 @@ export class WorkerPool {
       if (received === undefined) return;
       const message = received.message as LoopMessage;
       if (message.kind === 'hello') loop.threadId = message.threadId;
+      else if (message.kind === 'progress') this.#onProgress(message);
       else if (message.kind === 'retire') this.#retire(message.retirement, []);
       else {
         const flight = this.#inFlight.get(message.slot);

@@ -100,7 +100,9 @@ export type LoopMessage =
   /** A message's outcome; `retire`: the thread takes nothing more. */
   | { kind: 'answer'; slot: number; results: AttemptResult[]; retire: Retirement | null }
   /** The thread takes nothing more and answers nothing (an isolated task waits for a fresh thread). */
-  | { kind: 'retire'; retirement: Retirement };
+  | { kind: 'retire'; retirement: Retirement }
+  /** A running attempt's progress: on the port, so it is read before the attempt's answer. */
+  | Extract<ChannelMessage, { kind: 'progress' }>;
 
 /** What the pool answers for a task: the attempts' results, or that the task was recalled before it started. */
 export type TaskAnswer = AttemptResult[] | 'recalled';

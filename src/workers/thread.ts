@@ -23,7 +23,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { inspect } from 'node:util';
-import { BroadcastChannel, threadId, workerData } from 'node:worker_threads';
+import { BroadcastChannel, type MessagePort, threadId, workerData } from 'node:worker_threads';
 import type {
   AttemptError,
   AttemptResult,
@@ -74,6 +74,8 @@ const snoozeRequests = new WeakSet<object>();
 let current: AttemptRun[] | null = null;
 /** Attempts this thread has run. */
 let attemptsRun = 0;
+/** The loop's port, where answers and progress go (see runLoop). */
+let loopPort: MessagePort | null = null;
 /** Set once this thread must be replaced: it starts no message after that. */
 let retirement: Retirement | null = null;
 
@@ -141,6 +143,7 @@ function lowerThreadPriority(nice: number): void {
 export default async function runLoop(loop: ThreadLoop): Promise<never> {
   const port = loop.port;
   const post = (message: LoopMessage) => port.postMessage(message);
+  loopPort = port;
   post({ kind: 'hello', threadId });
   if (data === null || slots === null || queue === null) throw new Error('the thread runs only inside the pool');
   const runnable = (slot: number) => slotPosted(slots, slot);
@@ -407,7 +410,9 @@ function progressReporter(input: ThreadAttempt): TaskContext['progress'] {
       percent: clamped,
       message: text,
     };
-    channel?.postMessage(report);
+    // On the loop's port, ahead of the attempt's answer, so its last report is kept with the outcome.
+    if (loopPort !== null) loopPort.postMessage(report);
+    else channel?.postMessage(report);
   };
 }
 

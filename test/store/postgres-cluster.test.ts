@@ -82,6 +82,7 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
       await insert(a, [input]);
       const [[claimed]] = (await a.claim({ owner: OWNER, leaseMs: 60_000, batches: 1, micro: null })) as [[never]];
       assert.ok(claimed);
+      await a.started([{ id: input.id, attempt: 1, owner: OWNER, startedAt: a.now() }]);
       a.progress(input.id, 1, OWNER, { percent: 50, message: 'half' });
       const progress = await nextEvent(b, (e) => e.kind === 'progress' && e.id === input.id);
       assert.equal(progress.kind === 'progress' && progress.progress.percent, 50);
@@ -150,8 +151,10 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
           real.rows.map((row) => [row.status, row.n]),
           [['running', all.length]],
         );
-        assert.equal(counts.byStatus.running, all.length);
-        assert.equal(counts.pending, 0);
+        // Claimed, none started: a reader counts them queued.
+        assert.equal(counts.byStatus.queued, all.length);
+        assert.equal(counts.byStatus.running, 0);
+        assert.equal(counts.pending, all.length);
       } finally {
         await db.end();
       }

@@ -7,6 +7,7 @@ import {
   allJobs,
   assertCountsExact,
   claimJobs,
+  claimUnstarted,
   completed,
   finishOne,
   insertOk,
@@ -186,7 +187,7 @@ describe('sqlite store: the store thread dies', () => {
       );
 
       // First death: claims answered but still waiting for a message to carry them.
-      const queuedClaims = await claimJobs(store, 2, 'w');
+      const queuedClaims = await claimUnstarted(store, 2, 'w');
       const first = store.thread;
       assert.ok(first);
       await first.terminate();

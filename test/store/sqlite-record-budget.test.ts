@@ -57,7 +57,8 @@ describe('sqlite store: the ready index keeps copies within its budget', () => {
           [{ n: 6 }, [], 'running', 1],
         ],
       );
-      for (const job of made) assert.equal((await mustGet(store, job.id)).status, 'running');
+      // Claimed, not started: shown as before the claim.
+      for (const job of made) assert.equal((await mustGet(store, job.id)).status, 'queued');
       await assertCountsExact(store);
     } finally {
       await store.close();
@@ -82,7 +83,8 @@ describe('sqlite store: the ready index keeps copies within its budget', () => {
         claimed.map((batch) => batch.map((j) => [j.id, j.attempts])),
         [[[job.id, 1]]],
       );
-      assert.deepEqual(seen, ['running', 'cancelled']);
+      // A claim is no change a reader sees (the job shows queued until its handler starts).
+      assert.deepEqual(seen, ['cancelled']);
       await assertCountsExact(store);
       // A cancel first: the claim finds nothing to hand out.
       const other = await insertOne(store);

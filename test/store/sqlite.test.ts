@@ -12,6 +12,8 @@ import {
   assertCountsExact,
   claimJobs,
   claimOne,
+  claimOneUnstarted,
+  claimUnstarted,
   claimRequest,
   completed,
   finishOne,
@@ -135,7 +137,7 @@ describe('sqlite store: the file', () => {
       newJob({ maxAttempts: 1 }),
     ]);
     assert.ok(ran && lookAhead);
-    const [r1, l1] = await claimJobs(first, 2, 'gone');
+    const [r1, l1] = await claimUnstarted(first, 2, 'gone');
     assert.ok(r1 && l1);
     await startAttempts(first, [r1], 'gone');
     await first.close();
@@ -170,7 +172,7 @@ describe('sqlite store: the file', () => {
     ]);
     assert.ok(again && last && idle);
     const dependent = await insertOne(first, { dependsOn: [last.id] });
-    const [a1, l1] = await claimJobs(first, 2, 'gone');
+    const [a1, l1] = await claimUnstarted(first, 2, 'gone');
     assert.equal(a1?.id, again.id);
     assert.equal(l1?.id, last.id);
     assert.ok(a1 && l1);
@@ -385,7 +387,7 @@ describe('sqlite store: the file', () => {
     const store = await SqliteStore.open(path, { capacity: 10 });
     try {
       const job = await insertOne(store);
-      const claimed = await claimOne(store);
+      const claimed = await claimOneUnstarted(store);
       assert.equal(claimed.id, job.id);
       assert.equal(statusOnDisk(path, job.id), 'queued');
       assert.deepEqual(await store.heartbeat(OWNER, [job.id], LEASE_MS), []);
@@ -412,10 +414,11 @@ describe('sqlite store: the file', () => {
     const reopened = await SqliteStore.open(path, { capacity: 10, clock: clock.now });
     try {
       assert.equal((await mustGet(reopened, job.id)).status, 'queued');
-      const running = await mustGet(reopened, claimedJob.id);
-      assert.equal(running.status, 'running');
-      assert.equal(running.attempts, 1);
-      // Its handler never started: the rescue gives the attempt back.
+      // The claim is in the file (its lease is there to rescue), and its handler never started:
+      // a reader sees it as before the claim, and the rescue gives the attempt back.
+      const claimedRead = await mustGet(reopened, claimedJob.id);
+      assert.equal(claimedRead.status, 'queued');
+      assert.equal(claimedRead.attempts, 0);
       assert.equal(await rescueOnce(reopened), 1);
       const back = await mustGet(reopened, claimedJob.id);
       assert.equal(back.status, 'queued');

@@ -81,8 +81,23 @@ export function claimRequest(batches: number, overrides: Partial<ClaimRequest> =
   return { owner: OWNER, leaseMs: LEASE_MS, batches, micro: null, ...overrides };
 }
 
-/** Claims up to `batches` single-job batches; answers the jobs, best first. */
+/**
+ * Claims up to `batches` single-job batches and records their handlers' starts, as a
+ * server's threads would (a reader sees them running); answers the jobs, best first.
+ */
 export async function claimJobs(
+  store: JobStore,
+  batches: number,
+  owner = OWNER,
+  leaseMs = LEASE_MS,
+): Promise<ClaimedJob[]> {
+  const jobs = await claimUnstarted(store, batches, owner, leaseMs);
+  await startAttempts(store, jobs, owner);
+  return jobs;
+}
+
+/** Claims up to `batches` single-job batches whose handlers have not started (a reader sees them queued). */
+export async function claimUnstarted(
   store: JobStore,
   batches: number,
   owner = OWNER,
@@ -95,6 +110,14 @@ export async function claimJobs(
 
 export async function claimOne(store: JobStore, owner = OWNER, leaseMs = LEASE_MS): Promise<ClaimedJob> {
   const [job, ...more] = await claimJobs(store, 1, owner, leaseMs);
+  assert.ok(job, 'a job should be ready');
+  assert.equal(more.length, 0);
+  return job;
+}
+
+/** One claimed job whose handler has not started. */
+export async function claimOneUnstarted(store: JobStore, owner = OWNER, leaseMs = LEASE_MS): Promise<ClaimedJob> {
+  const [job, ...more] = await claimUnstarted(store, 1, owner, leaseMs);
   assert.ok(job, 'a job should be ready');
   assert.equal(more.length, 0);
   return job;

@@ -197,18 +197,34 @@ export function statusesAsStored(statuses: readonly JobStatus[]): {
   };
 }
 
+/** Running attempts not started, of one priority: how many, and the earliest time one became ready. */
+export interface UnstartedCount {
+  priority: number;
+  n: number | string;
+  oldest: number | string | null;
+}
+
 /**
  * Counts as a reader sees them: the running attempts not started (by priority) are
- * counted as queued, so pending too.
+ * counted as queued, so pending too, and the oldest queued is the oldest of both.
  */
 export function countsAsSeen<
-  T extends { byStatus: Record<JobStatus, number>; queuedByPriority: number[]; pending: number },
->(counts: T, unstarted: ReadonlyArray<{ priority: number; n: number }>): T {
-  for (const { priority, n } of unstarted) {
+  T extends {
+    byStatus: Record<JobStatus, number>;
+    queuedByPriority: number[];
+    pending: number;
+    oldestQueuedReadyAt: number | null;
+  },
+>(counts: T, unstarted: readonly UnstartedCount[]): T {
+  for (const { priority, n: count, oldest } of unstarted) {
+    const n = Number(count);
     counts.byStatus.running -= n;
     counts.byStatus.queued += n;
     counts.pending += n;
     counts.queuedByPriority[priority] = (counts.queuedByPriority[priority] ?? 0) + n;
+    if (oldest !== null && (counts.oldestQueuedReadyAt === null || Number(oldest) < counts.oldestQueuedReadyAt)) {
+      counts.oldestQueuedReadyAt = Number(oldest);
+    }
   }
   return counts;
 }

@@ -5,7 +5,7 @@ import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
-import { countsAsSeen, jobFromWire, type JobRow, seenWire, statusesAsStored } from '../core/rows.js';
+import { countsAsSeen, jobFromWire, type JobRow, seenWire, statusesAsStored, type UnstartedCount } from '../core/rows.js';
 import { pendingOf } from '../core/statuses.js';
 import { type BatchCountRow, type BatchRow, batchOf } from '../core/batches.js';
 import type { Batch } from '../../contract/batch.js';
@@ -17,7 +17,8 @@ function readStatements(schema: string) {
     get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
     counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
     /** Running attempts not started, by priority (running rows are few: the cluster's attempts). */
-    unstarted: `SELECT priority, count(*)::int AS n FROM ${s}.jobs WHERE status = 'running' AND NOT attempt_started GROUP BY priority`,
+    unstarted: `SELECT priority, count(*)::int AS n, min(ready_at) AS oldest FROM ${s}.jobs
+      WHERE status = 'running' AND NOT attempt_started GROUP BY priority`,
     /** When the oldest queued job became ready: one probe of the claim index per priority. */
     oldestQueued: `
 SELECT min(q.ready_at) AS at FROM generate_series(0, 9) AS p(priority),
@@ -132,7 +133,7 @@ export class PgReads {
     const [counts, oldest, unstarted] = await Promise.all([
       this.#ctx.db.query<{ status: JobStatus; priority: number; n: number }>(this.#sql.counts),
       this.#ctx.db.query<{ at: number | null }>(this.#sql.oldestQueued),
-      this.#ctx.db.query<{ priority: number; n: number }>(this.#sql.unstarted),
+      this.#ctx.db.query<UnstartedCount>(this.#sql.unstarted),
     ]);
     const byStatus = Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as Record<JobStatus, number>;
     const queuedByPriority = new Array<number>(PRIORITY_LEVELS).fill(0);
@@ -142,10 +143,7 @@ export class PgReads {
       if (row.status === 'queued')
         queuedByPriority[row.priority] = (queuedByPriority[row.priority] ?? 0) + Number(row.n);
     }
-    return {
-      ...countsAsSeen({ byStatus, queuedByPriority, pending: pendingOf(byStatus) }, unstarted.rows),
-      oldestQueuedReadyAt: oldest.rows[0]?.at ?? null,
-      exact: true,
-    };
+    const seen = { byStatus, queuedByPriority, pending: pendingOf(byStatus), oldestQueuedReadyAt: oldest.rows[0]?.at ?? null };
+    return { ...countsAsSeen(seen, unstarted.rows), exact: true };
   }
 }

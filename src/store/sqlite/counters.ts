@@ -50,7 +50,7 @@ export class StatusCounters {
     this.#byStatus[status] -= n;
   }
 
-  counts(): Answers['counts'] {
+  counts(): Answers['counts']['counts'] {
     return {
       byStatus: { ...this.#byStatus },
       queuedByPriority: [...this.#queuedByPriority],

@@ -20,7 +20,6 @@
  * nothing. The counters (counters.ts) are kept exact on every transition and rebuilt
  * from the file whenever a transaction is rolled back.
  */
-import { countsAsSeen } from '../core/rows.js';
 import { getBatch } from './batches.js';
 import { claim, claimRead, promote, unclaim } from './claim.js';
 import { claimDeliveries, deliveries, nextDelivery, recordDelivery } from './deliveries.js';
@@ -66,7 +65,7 @@ export function runOperation(file: FileState, op: Op): unknown {
     case 'list':
       return list(file, op.filter);
     case 'counts':
-      return countsAsSeen(file.counters.counts(), file.s.unstarted.all());
+      return { counts: file.counters.counts(), unstarted: file.s.unstarted.all() };
     case 'groupCounts':
       return groupCounts(file);
     case 'paused':

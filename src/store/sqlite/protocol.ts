@@ -1,3 +1,4 @@
+import type { UnstartedCount } from '../core/rows.js';
 import type { Backoff, JobError, JobStatus, ParentResult } from '../../contract/job.js';
 import type {
   DeliveryAttempt,
@@ -200,7 +201,8 @@ export interface Answers {
   remove: { removed: true; status: JobStatus } | InvalidState | null;
   get: JobWire | null;
   list: Page;
-  counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>;
+  /** The counts, and the running attempts not started by priority (shown queued: core/rows.ts, countsAsSeen). */
+  counts: { counts: Omit<QueueCounts, 'oldestQueuedReadyAt' | 'exact'>; unstarted: UnstartedCount[] };
   groupCounts: GroupCount[];
   paused: boolean;
   setPaused: null;

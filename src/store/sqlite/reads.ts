@@ -1,5 +1,12 @@
 import { decodeCursor, pageOf, pageSize } from '../core/page.js';
-import { type JobWire, seenWire, statusesAsStored, startedAttempt, type SummaryRow } from '../core/rows.js';
+import {
+  type JobWire,
+  seenWire,
+  statusesAsStored,
+  startedAttempt,
+  type SummaryRow,
+  type UnstartedCount,
+} from '../core/rows.js';
 import type { GroupCount, ListFilter, Page } from '../store.js';
 import type { FileState } from './file-state.js';
 import type { Preparer, Statement } from './prepare.js';
@@ -103,8 +110,9 @@ export function prepareReadStatements({ prepare }: Preparer) {
   return {
     // Read by status: the queued and running jobs, never the finished ones of every group.
     /** Running attempts not started, by priority (running rows are few: this process's attempts). */
-    unstarted: prepare<{ priority: number; n: number }>(
-      `SELECT priority, count(*) AS n FROM jobs INDEXED BY jobs_status_id WHERE status = 'running' AND attempt_started = 0 GROUP BY priority`,
+    unstarted: prepare<UnstartedCount>(
+      `SELECT priority, count(*) AS n, min(ready_at) AS oldest FROM jobs INDEXED BY jobs_status_id
+       WHERE status = 'running' AND attempt_started = 0 GROUP BY priority`,
     ),
     groupCounts: prepare<GroupCount>(
       `SELECT group_key AS "group", sum(status = 'queued' OR attempt_started = 0) AS queued,

@@ -17,6 +17,7 @@
  * `store_unavailable`, the claims it had not stored are reported lost, and a new store
  * thread is started; writes fail fast until it is up.
  */
+import { countsAsSeen } from '../core/rows.js';
 import type { Batch, NewBatch } from '../../contract/batch.js';
 import type { Answers, InsertRow } from './protocol.js';
 import type {
@@ -195,6 +196,7 @@ export class SqliteStore implements JobStore {
   async remove(id: string): Promise<'removed' | InvalidState | null> {
     const answer = await this.#thread.call({ op: 'remove', id });
     if (answer === null || 'invalidState' in answer) return answer;
+    this.#side.finished.changed(id);
     return 'removed';
   }
 
@@ -202,14 +204,17 @@ export class SqliteStore implements JobStore {
     return this.#thread.call({ op: 'setPaused', paused }).then(() => undefined);
   }
 
-  purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
-    return this.#thread.call({ op: 'purge', status, olderThan: this.#side.clock() - ageMs, limit });
+  async purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
+    const purged = await this.#thread.call({ op: 'purge', status, olderThan: this.#side.clock() - ageMs, limit });
+    if (purged > 0) this.#side.finished.clear();
+    return purged;
   }
 
   // ── reads ─────────────────────────────────────────────────────────────────
 
   async get(id: string): Promise<Job | null> {
-    const wire = await this.#thread.call({ op: 'get', id });
+    const finished = this.#side.finished;
+    const wire = finished.get(id) ?? (await finished.read(id, () => this.#thread.call({ op: 'get', id })));
     if (wire === null) return null;
     const job = jobFromWire(wire);
     const running = this.#side.running.get(id);
@@ -228,8 +233,9 @@ export class SqliteStore implements JobStore {
   }
 
   async counts(): Promise<QueueCounts> {
-    const counts = await this.#thread.call({ op: 'counts' });
-    return { ...counts, oldestQueuedReadyAt: this.#side.index.oldestQueuedReadyAt(), exact: true };
+    const { counts, unstarted } = await this.#thread.call({ op: 'counts' });
+    const seen = countsAsSeen({ ...counts, oldestQueuedReadyAt: this.#side.index.oldestQueuedReadyAt() }, unstarted);
+    return { ...seen, exact: true };
   }
 
   paused(): Promise<boolean> {

@@ -6,7 +6,7 @@ import {
   newJob,
   insertOk,
   insertOne,
-  claimJobs,
+  claimUnstarted,
   claimOne,
   startAttempts,
   completed,
@@ -33,9 +33,11 @@ export function eventsFacet(openStore: OpenStore): void {
         changed(other.id, 'queued'),
       ]);
 
-      const [p, o] = await claimJobs(store, 2, OWNER, 100);
+      const [p, o] = await claimUnstarted(store, 2, OWNER, 100);
       assert.ok(p && o);
-      await startAttempts(store, [o]);
+      // A claim is no change a reader sees: the jobs show queued until their handlers start.
+      assert.deepEqual(events.seen.splice(0), []);
+      await startAttempts(store, [p, o]);
       assert.deepEqual(events.seen.splice(0), [changed(parent.id, 'running'), changed(other.id, 'running')]);
 
       await finishOne(store, p, completed(1));

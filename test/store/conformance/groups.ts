@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { ClaimedJob } from '../../../src/store/store.js';
 import type { Job } from '../../../src/contract/job.js';
 import type { OpenStore } from './context.js';
-import { claimOne, claimRequest, insertOk, insertOne, mustGet, newJob, OWNER } from '../../support/store-fixtures.js';
+import { claimOneUnstarted, claimRequest, insertOk, insertOne, mustGet, newJob, OWNER } from '../../support/store-fixtures.js';
 
 /** Fair share between groups when claiming. */
 export function groupsFacet(openStore: OpenStore): void {
@@ -75,7 +75,7 @@ export function groupsFacet(openStore: OpenStore): void {
       assert.equal((await mustGet(store, x1.id)).group, 'x');
       assert.equal((await mustGet(store, y1.id)).group, 'y');
       assert.equal((await insertOne(store, { priority: 1 })).group, null);
-      const claimed = await claimOne(store);
+      const claimed = await claimOneUnstarted(store);
       assert.equal(claimed.id, x1.id);
       await store.release([{ id: claimed.id, attempt: claimed.attempts, owner: OWNER }]);
       assert.deepEqual(ids(await store.claim(claimRequest(3))), [x1.id, y1.id, x2.id]);
