@@ -172,6 +172,7 @@ export class Scheduler {
       // On a shared store a dead server's attempts are looked for six times a node lease.
       intervalMs: Math.max(50, Math.floor(Math.min(options.leaseMs / 3, shared ? nodeLeaseMs / 6 : Infinity))),
       maxInterruptions: options.maxInterruptions,
+      before: () => this.#dispatcher.catchUp(),
       onRescued: () => this.#dispatcher.pump(),
       log: this.#log,
       ...(options.random === undefined ? {} : { random: options.random }),

@@ -9,6 +9,11 @@ export interface RescuerOptions {
   random?: () => number;
   /** KILN_MAX_INTERRUPTIONS: the rescue that makes this many fails the job (retry-policy.ts). */
   maxInterruptions: number;
+  /**
+   * Runs before each pass: what this server holds is written first (its heartbeat, the
+   * outcomes it kept while the store was away), so that it never rescues its own attempts.
+   */
+  before?: () => Promise<void>;
   /** Called after a pass that moved jobs (so dispatch can pick them up). */
   onRescued(count: number): void;
   log: FaultLogger;
@@ -63,6 +68,7 @@ export class Rescuer {
     const { store } = this.#options;
     let moved = 0;
     try {
+      await this.#options.before?.();
       for (;;) {
         const expired = await store.expiredLeases(BATCH);
         if (expired.length === 0) break;
