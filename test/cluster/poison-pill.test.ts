@@ -69,11 +69,7 @@ async function checkStopped({ job, killed, stopper }: Awaited<ReturnType<typeof 
   assert.equal(line.job, job.id);
   assert.ok(Array.isArray(line.servers) && line.servers.length === MAX_INTERRUPTIONS, JSON.stringify(line));
   assert.equal(new Set(line.servers as string[]).size, MAX_INTERRUPTIONS, 'the servers it took down, each one');
-  assert.equal(
-    stopper.logs.filter((entry) => /too_many_interruptions/.test(entry.msg)).length,
-    1,
-    'logged once',
-  );
+  assert.equal(stopper.logs.filter((entry) => /too_many_interruptions/.test(entry.msg)).length, 1, 'logged once');
 }
 
 describe('a job that keeps killing its servers', { timeout: 180_000 }, () => {
