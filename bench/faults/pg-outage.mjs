@@ -143,7 +143,7 @@ await finish('pg-outage', async () => {
       `PostgreSQL lost under load, ${outageMs / 1000} s each time, Kiln not restarted`,
       ['outage', '503 store_unavailable', '201', 'other', 'heal → /ready ms', 'heal → 201 ms'],
       outages.map((o) => [
-        o.kind === 'stop' ? 'pg_ctl stop -m fast' : 'postmaster SIGKILL',
+        o.kind === 'stop' ? 'pg_ctl stop -m immediate' : 'postmaster SIGKILL',
         o['store_unavailable 503'],
         o[201],
         `${o.other}${o.other > 0 ? ` ${JSON.stringify(o.otherByKind)}` : ''}`,
