@@ -92,13 +92,13 @@ export async function claimFromIndex(side: MainSide, request: ClaimRequest): Pro
       // A claim that was not stored is reported lost by the reply that says so.
     },
   );
-  if (durable) await stored;
   for (const jobs of claimed) {
     for (const job of jobs) {
       const running = side.running.get(job.id) as Running;
       side.emit(job.id, job.type, 'running', () => jobFromWire(running.wire));
     }
   }
+  if (durable) await stored;
   return claimed;
 }
 
