@@ -45,6 +45,8 @@ export class LeaseKeeper {
   #again: 'all' | 'node' | null = null;
   /** The last beat failed: the store has not heard of this server since. */
   #behind = false;
+  /** When this server last saw the database itself down: no lease counts the time before. */
+  #downSeenAt = 0;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -131,25 +133,26 @@ export class LeaseKeeper {
    * Gives up, before the store would, every attempt whose job lease was last renewed (or
    * taken) five sixths of a job lease ago, and every attempt when this node was last heard
    * of five sixths of a node lease ago: no job runs here under a lease the other servers
-   * may already count as dead. Not the node lease while the database itself is down (it
-   * refuses connections, or is starting or shutting down): no server can take the
-   * attempts over then, and time while it is down counts against no lease once it is back
-   * (postgres-store.md, "Leases and rescue"), so the attempts run on and their outcomes are
-   * written when it returns.
+   * may already count as dead. Time while the database itself is down (it refuses
+   * connections, or is starting or shutting down) counts against neither lease: no server
+   * can take the attempts over then, and the database counts no lease before its return
+   * (postgres-store.md, "Leases and rescue"), so both leases count here from the last time
+   * this server saw it down; the attempts run on and their outcomes are written when it
+   * returns.
    */
   #giveUpStale(): void {
     const { leaseMs, nodeLeaseMs, store } = this.#options;
     const now = Date.now();
-    const databaseDown = store.databaseDown === true;
+    if (store.databaseDown === true) this.#downSeenAt = now;
     for (const id of this.#options.running()) {
       const held = this.#options.held(id);
       if (held === undefined) continue;
-      const jobStale = now - Math.max(this.#renewedAt, held.claimedAt) > (leaseMs * 5) / 6;
+      const since = Math.max(held.claimedAt, this.#downSeenAt);
+      const jobStale = now - Math.max(this.#renewedAt, since) > (leaseMs * 5) / 6;
       const nodeStale =
-        !databaseDown &&
         nodeLeaseMs !== undefined &&
         nodeLeaseMs !== null &&
-        now - Math.max(this.#seenAt, held.claimedAt) > (nodeLeaseMs * 5) / 6;
+        now - Math.max(this.#seenAt, since) > (nodeLeaseMs * 5) / 6;
       if (jobStale || nodeStale) this.#options.lost(id);
     }
   }

@@ -279,25 +279,41 @@ export class PgConnection {
 
   #markUnavailable(error: unknown): void {
     if (this.#closed) return;
+    // Once a failure of this outage said the database is down, a vaguer one (a connection
+    // that broke) does not take it back; only the database answering again does.
+    this.#down = (!this.#available && this.#down) || isDatabaseDown(error);
     this.#available = false;
-    this.#down = isDatabaseDown(error);
     if (this.#probe !== null) return;
-    const probe = () => {
+    const probe = (delayMs: number) => {
       this.#probe = setTimeout(() => {
-        this.#pool.query('SELECT 1').then(
+        this.#probeOnce().then(
           () => {
             this.#probe = null;
             this.#markAvailable();
           },
           (failure: unknown) => {
-            this.#down = isDatabaseDown(failure);
-            probe();
+            this.#down ||= isDatabaseDown(failure);
+            probe(PROBE_EVERY_MS);
           },
         );
-      }, PROBE_EVERY_MS);
+      }, delayMs);
       this.#probe.unref();
     };
-    probe();
+    // The first probe at once: a connection that broke says little, a new one says whether
+    // the database is down (refused, shutting down, starting up) before anything waits on it.
+    probe(0);
+  }
+
+  /** `SELECT 1` on a connection of its own: the pool's idle ones may all be broken, and say only that. */
+  async #probeOnce(): Promise<void> {
+    const client = this.newClient();
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 
   /** An idle connection broke: see at once whether the database still answers. */
