@@ -130,6 +130,7 @@ function envSchema() {
     KILN_THREAD_MAX_JOBS: integer('KILN_THREAD_MAX_JOBS', 0, 1_000_000_000, 0),
     KILN_MAX_RESULT_BYTES: integer('KILN_MAX_RESULT_BYTES', 1024, 268_435_456, 16_777_216),
     KILN_MAX_SNOOZES: integer('KILN_MAX_SNOOZES', 0, 1_000_000, 100),
+    KILN_MAX_INTERRUPTIONS: integer('KILN_MAX_INTERRUPTIONS', 1, 1_000_000, 3),
     KILN_SQLITE_SYNC: oneOf('KILN_SQLITE_SYNC', ['full', 'normal'] as const, 'full'),
     KILN_SQLITE_CACHE_MB: integer('KILN_SQLITE_CACHE_MB', 1, 65_536, 8),
     KILN_PG_POOL_SIZE: integer('KILN_PG_POOL_SIZE', 1, 1000, 10),
@@ -170,6 +171,8 @@ export interface Config {
   maxResultBytes: number;
   /** Snoozes a job may make (`ctx.snooze`); the one after fails it with `snooze_limit`. */
   maxSnoozes: number;
+  /** Rescues of a job's attempts (its server died with it) before it fails with `too_many_interruptions`. */
+  maxInterruptions: number;
   sqliteSync: 'full' | 'normal';
   /** Page cache of the SQLite connection, MiB (PRAGMA cache_size). */
   sqliteCacheMb: number;
@@ -243,6 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     threadMaxJobs: e.KILN_THREAD_MAX_JOBS === 0 ? null : e.KILN_THREAD_MAX_JOBS,
     maxResultBytes: e.KILN_MAX_RESULT_BYTES,
     maxSnoozes: e.KILN_MAX_SNOOZES,
+    maxInterruptions: e.KILN_MAX_INTERRUPTIONS,
     sqliteSync: e.KILN_SQLITE_SYNC,
     sqliteCacheMb: e.KILN_SQLITE_CACHE_MB,
     pgPoolSize: e.KILN_PG_POOL_SIZE,

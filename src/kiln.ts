@@ -86,6 +86,7 @@ export async function createKiln(config: Config, parts: KilnParts = {}): Promise
     leaseMs: config.leaseMs,
     nodeLeaseMs: config.nodeLeaseMs,
     maxSnoozes: config.maxSnoozes,
+    maxInterruptions: config.maxInterruptions,
     retainCompletedMs: config.retainCompletedMs,
     retainFailedMs: config.retainFailedMs,
     logger: log,

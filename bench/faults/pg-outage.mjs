@@ -1,17 +1,22 @@
 /**
  * PostgreSQL lost under load, without restarting Kiln: one Kiln server on a private
  * PostgreSQL cluster (lib/private-postgres.mjs: initdb in a temp directory, another port;
- * the shared server is never touched) under the mixed load (lib/mixed-load.mjs), through
- * two outages of `--outage-s` seconds each (10; 3 at the tiny size): first PostgreSQL
- * stopped (pg_ctl stop -m fast), then its postmaster killed with SIGKILL (the backends
- * then exit on their own); after each, PostgreSQL is started again.
+ * the shared server is never touched) under the mixed load (lib/mixed-load.mjs) and two
+ * long jobs running across each outage, through two outages of `--outage-s` seconds each
+ * (10; 3 at the tiny size), three times the server's node lease (KILN_NODE_LEASE_MS is
+ * set to a third of the outage): first PostgreSQL stopped (pg_ctl stop -m immediate),
+ * then its postmaster killed with SIGKILL (the backends then exit on their own); after
+ * each, PostgreSQL is started again.
  *
  * Figures, for each outage: the answers from the fault until the server healed, as
  * `503 store_unavailable`, `201` and anything else (other statuses, refused or reset
  * connections, timeouts); the heal time: PostgreSQL accepting connections again → /ready
  * answering 200 and → the first 201 of a probe submission; after both, every job answered
- * 201 read back (lost, unfinished) as in the kill runs. Needs root and the PostgreSQL
- * server binaries; without them it says so and exits 1.
+ * 201 read back (lost, unfinished) as in the kill runs, and the handlers run twice on a
+ * live server (the server is never restarted, so a job whose handler it started twice
+ * was run again though nobody died: an outage must undo nothing). The run fails on any
+ * such job. Needs root and the PostgreSQL server binaries; without them it says so and
+ * exits 1.
  *
  *   node bench/faults/pg-outage.mjs [--size tiny|full] [--outage-s S] [--seed S]
  */
@@ -38,14 +43,14 @@ const outageMs = Number(values['outage-s'] ?? (tiny ? 3 : 10)) * 1000;
 const { AbortSignal } = globalThis;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Submits one small job every 50 ms until one is answered 201; answers [ms, id] or [null, null]. */
-async function msUntilAccepted(url, timeoutMs) {
+/** Submits one job (spinning `ms`) every 50 ms until one is answered 201; answers [ms, id] or [null, null]. */
+async function msUntilAccepted(url, timeoutMs, ms = 0) {
   const t0 = performance.now();
   while (performance.now() - t0 < timeoutMs) {
     const response = await fetch(`${url}/v1/jobs`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ type: 'fault.mark', payload: { ms: 0 } }),
+      body: JSON.stringify({ type: 'fault.mark', payload: { ms }, priority: ms > 0 ? 9 : 5 }),
       signal: AbortSignal.timeout(2000),
     }).catch(() => null);
     const answer = await response?.json().catch(() => null);
@@ -85,11 +90,18 @@ await finish('pg-outage', async () => {
       store: 'postgres',
       pg: { url: cluster.url, schema: 'kiln' },
       dir,
+      env: { KILN_NODE_LEASE_MS: String(Math.max(50, Math.floor(outageMs / 3))) },
     }));
     load = startMixedLoad({ urls: [server.url], seed: Number(values.seed) });
     const outages = [];
     const probes = [];
+    const long = [];
     for (const kind of ['stop', 'kill']) {
+      // Long jobs that run across the outage: one and a half outages of CPU each.
+      for (let i = 0; i < 2; i++) {
+        const [, id] = await msUntilAccepted(server.url, 10_000, Math.floor(outageMs * 1.5));
+        if (id !== null) long.push(id);
+      }
       await sleep(tiny ? 1000 : 3000);
       const before = { ...load.answers };
       if (kind === 'stop') {
@@ -125,13 +137,13 @@ await finish('pg-outage', async () => {
     await load.stop();
     const alive = (await fetch(`${server.url}/health`).catch(() => null))?.ok === true;
     const idle = await waitIdle(server.url, tiny ? 60_000 : 180_000);
-    const audit = await auditJobs(server.url, [...load.accepted, ...probes], marks);
+    const audit = await auditJobs(server.url, [...load.accepted, ...probes, ...long], marks);
     const ms = (v) => (v === null ? 'never' : v.toFixed(0));
     printTable(
       `PostgreSQL lost under load, ${outageMs / 1000} s each time, Kiln not restarted`,
       ['outage', '503 store_unavailable', '201', 'other', 'heal → /ready ms', 'heal → 201 ms'],
       outages.map((o) => [
-        o.kind === 'stop' ? 'pg_ctl stop -m fast' : 'postmaster SIGKILL',
+        o.kind === 'stop' ? 'pg_ctl stop -m immediate' : 'postmaster SIGKILL',
         o['store_unavailable 503'],
         o[201],
         `${o.other}${o.other > 0 ? ` ${JSON.stringify(o.otherByKind)}` : ''}`,
@@ -140,8 +152,13 @@ await finish('pg-outage', async () => {
       ]),
     );
     console.log(
-      `server alive at the end: ${alive}; idle: ${idle}; accepted ${audit.accepted}, lost ${audit.lost}, unfinished ${audit.unfinished}, attempts without a start ${audit.attemptsWithoutStart}`,
+      `server alive at the end: ${alive}; idle: ${idle}; accepted ${audit.accepted}, lost ${audit.lost}, unfinished ${audit.unfinished}, attempts without a start ${audit.attemptsWithoutStart}, handlers run twice on a live server ${audit.runTwiceOnLiveServer}`,
     );
+    if (audit.runTwiceOnLiveServer > 0) {
+      throw new Error(
+        `${audit.runTwiceOnLiveServer} handlers run twice on a live server: ${audit.examples.runTwiceOnLiveServer.join('; ')}`,
+      );
+    }
     return {
       size: values.size,
       parameters: { outageMs, seed: Number(values.seed) },

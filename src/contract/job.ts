@@ -54,6 +54,7 @@ export const JOB_ERROR_CODES = [
   'cancelled',
   'evicted',
   'snooze_limit',
+  'too_many_interruptions',
 ] as const;
 export type JobErrorCode = (typeof JOB_ERROR_CODES)[number];
 
@@ -91,6 +92,11 @@ export interface Job {
   maxAttempts: number;
   /** How many times a handler snoozed the job (`ctx.snooze`); a snooze gives its attempt back. */
   snoozes: number;
+  /**
+   * How many times an attempt of the job was rescued (its server died or stopped answering
+   * while it ran it), whether the attempt counted or was given back.
+   */
+  interruptions: number;
   timeoutMs: number;
   backoff: Backoff;
   progress: Progress | null;

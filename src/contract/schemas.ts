@@ -216,6 +216,12 @@ export const jobSchema = z
       .describe(
         'How many times a handler snoozed the job (`ctx.snooze`); snoozed attempts are not counted in `attempts`.',
       ),
+    interruptions: z
+      .int()
+      .min(0)
+      .describe(
+        'How many times an attempt of the job was rescued because its server died or stopped answering (counted or given back); at KILN_MAX_INTERRUPTIONS the job fails with `too_many_interruptions`.',
+      ),
     timeoutMs: z.int(),
     backoff: z.object({
       initialMs: z.number(),

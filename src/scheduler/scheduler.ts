@@ -59,6 +59,11 @@ export interface SchedulerOptions {
   nodeLeaseMs: number;
   /** KILN_MAX_SNOOZES: snoozes a job may make; the one after fails it (`snooze_limit`). */
   maxSnoozes: number;
+  /**
+   * KILN_MAX_INTERRUPTIONS: rescues of a job's attempts (counted or given back) before it
+   * fails with `too_many_interruptions`.
+   */
+  maxInterruptions: number;
   retainCompletedMs: number;
   retainFailedMs: number;
   logger?: SchedulerLogger;
@@ -171,6 +176,8 @@ export class Scheduler {
       store: options.store,
       // On a shared store a dead server's attempts are looked for six times a node lease.
       intervalMs: Math.max(50, Math.floor(Math.min(options.leaseMs / 3, shared ? nodeLeaseMs / 6 : Infinity))),
+      maxInterruptions: options.maxInterruptions,
+      before: () => this.#dispatcher.catchUp(),
       onRescued: () => this.#dispatcher.pump(),
       log: this.#log,
       ...(options.random === undefined ? {} : { random: options.random }),

@@ -55,6 +55,7 @@ function renderRest(job: JobSummary) {
     attempts: job.attempts,
     maxAttempts: job.maxAttempts,
     snoozes: job.snoozes,
+    interruptions: job.interruptions,
     timeoutMs: job.timeoutMs,
     backoff: job.backoff,
     progress: job.progress,

@@ -16,6 +16,7 @@ function job(id: string, status: Job['status'], attempts = 0, progress: Job['pro
     attempts,
     maxAttempts: 3,
     snoozes: 0,
+    interruptions: 0,
     timeoutMs: 1000,
     backoff: { initialMs: 100, factor: 2, maxMs: 1000, jitter: 'none' },
     idempotencyKey: null,

@@ -68,7 +68,12 @@ describe('postgres store: statistics taken while the table was young (KILN_TEST_
     const statements: [string, string, readonly PlanParam[], string][] = [
       ['claimed ids', claimStatements(schema).claimIds.text, [OWNER, ids, 1000], CLAIM_TRANSACTION],
       ['a held-group claim locking its jobs', heldGroupStatements(schema).lock.text, [ids], CLAIM_TRANSACTION],
-      ['heartbeat', leaseStatements(schema).heartbeat, [OWNER, ids, 1000, 'host', 1, 'v', 2, 0, 1000], 'BEGIN'],
+      [
+        'heartbeat',
+        leaseStatements(schema).heartbeat,
+        [OWNER, ids, 1000, 'host', 1, 'v', 2, 0, 1000, 'false'],
+        'BEGIN',
+      ],
       ['starts', leaseStatements(schema).started, [ids, each(1), each(OWNER), each(1)], 'BEGIN'],
       [
         'unstarted attempts returned',

@@ -7,7 +7,7 @@ import {
   allJobs,
   assertCountsExact,
   claimJobs,
-  claimUnstarted,
+  claimRequest,
   completed,
   finishOne,
   insertOk,
@@ -186,8 +186,11 @@ describe('sqlite store: the store thread dies', () => {
         [],
       );
 
-      // First death: claims answered but still waiting for a message to carry them.
-      const queuedClaims = await claimUnstarted(store, 2, 'w');
+      // First death: claims answered but still waiting for a message to carry them (claims
+      // of jobs whose type is known to be tiny; any other claim waits for its commit).
+      const tiny = { costs: new Map([[jobs[0]?.type ?? '', 0.05]]), budgetMs: 2, maxJobs: 1, solo: new Set<string>() };
+      const queuedClaims = (await store.claim(claimRequest(2, { owner: 'w', micro: tiny }))).flat();
+      assert.equal(queuedClaims.length, 2);
       const first = store.thread;
       assert.ok(first);
       await first.terminate();

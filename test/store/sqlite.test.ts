@@ -382,15 +382,32 @@ describe('sqlite store: the file', () => {
     }
   });
 
-  it('answers a claim before storing it (at-least-once allows losing it), and stores it with the next write', async () => {
+  it('answers a claim of tiny jobs before storing it (at-least-once allows losing it), and stores it with the next write', async () => {
+    const path = freshPath();
+    const store = await SqliteStore.open(path, { capacity: 10 });
+    try {
+      const job = await insertOne(store);
+      const micro = { costs: new Map([[job.type, 0.05]]), budgetMs: 2, maxJobs: 10, solo: new Set<string>() };
+      const claimed = await store.claim(claimRequest(1, { micro }));
+      assert.deepEqual(
+        claimed.map((batch) => batch.map((j) => j.id)),
+        [[job.id]],
+      );
+      assert.equal(statusOnDisk(path, job.id), 'queued');
+      assert.deepEqual(await store.heartbeat(OWNER, [job.id], LEASE_MS), []);
+      assert.equal(statusOnDisk(path, job.id), 'running');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('answers a claim of a job not known to be tiny once it is stored: a crash as its handler starts finds it running', async () => {
     const path = freshPath();
     const store = await SqliteStore.open(path, { capacity: 10 });
     try {
       const job = await insertOne(store);
       const claimed = await claimOneUnstarted(store);
       assert.equal(claimed.id, job.id);
-      assert.equal(statusOnDisk(path, job.id), 'queued');
-      assert.deepEqual(await store.heartbeat(OWNER, [job.id], LEASE_MS), []);
       assert.equal(statusOnDisk(path, job.id), 'running');
     } finally {
       await store.close();

@@ -13,6 +13,7 @@ export function jobRow(id: string, fields: Partial<JobRow> = {}): JobRow {
     attempts: 0,
     max_attempts: 3,
     snoozes: 0,
+    interruptions: 0,
     timeout_ms: 1000,
     backoff_initial_ms: 100,
     backoff_factor: 2,

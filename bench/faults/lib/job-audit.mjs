@@ -45,8 +45,9 @@ export async function waitIdle(url, timeoutMs) {
 /**
  * Reads every accepted job: `lost` (404), `unfinished` (not terminal), `completed`,
  * `failed`, `attempts` (the store's count, summed), `handlerStarts` (distinct attempts
- * with a start mark) and `attemptsWithoutStart` (attempts counted that no handler start
- * matches), with a few example ids of each defect.
+ * with a start mark), `attemptsWithoutStart` (attempts counted that no handler start
+ * matches) and `runTwiceOnLiveServer` (jobs whose handler one server process started more
+ * than once), with a few example ids of each defect.
  */
 export async function auditJobs(url, ids, marksPath) {
   const { starts } = readMarks(marksPath);
@@ -59,7 +60,8 @@ export async function auditJobs(url, ids, marksPath) {
     attempts: 0,
     handlerStarts: 0,
     attemptsWithoutStart: 0,
-    examples: { lost: [], unfinished: [], attemptsWithoutStart: [] },
+    runTwiceOnLiveServer: 0,
+    examples: { lost: [], unfinished: [], attemptsWithoutStart: [], runTwiceOnLiveServer: [] },
   };
   const example = (kind, id) => {
     if (audit.examples[kind].length < 3) audit.examples[kind].push(id);
@@ -81,7 +83,15 @@ export async function auditJobs(url, ids, marksPath) {
         example('unfinished', `${id} (${job.status})`);
       } else if (job.status === 'completed') audit.completed++;
       else audit.failed++;
-      const started = new Set((starts.get(id) ?? []).map((s) => s.attempt)).size;
+      const marks = starts.get(id) ?? [];
+      const started = new Set(marks.map((s) => s.attempt)).size;
+      // A server process that started the job's handler twice: a server that lived on
+      // ran it again (a restarted server is a process of its own).
+      const pids = marks.map((s) => s.pid);
+      if (new Set(pids).size < pids.length) {
+        audit.runTwiceOnLiveServer++;
+        example('runTwiceOnLiveServer', `${id} (attempts ${marks.map((s) => `${s.attempt}@${s.pid}`).join(', ')})`);
+      }
       audit.attempts += job.attempts;
       audit.handlerStarts += started;
       if (job.attempts > started) {

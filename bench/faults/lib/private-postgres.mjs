@@ -76,9 +76,9 @@ export async function createPrivatePostgres() {
     start() {
       return asPostgres('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
     },
-    /** pg_ctl stop -m fast: a clean stop that ends every session. */
+    /** pg_ctl stop -m immediate: every process ends at once, no checkpoint (recovery at the next start). */
     stop() {
-      return asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+      return asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
     },
     /**
      * SIGKILL of the postmaster only; its backends notice and exit on their own. Their

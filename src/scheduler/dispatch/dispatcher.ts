@@ -286,6 +286,16 @@ export class Dispatcher {
     if (this.#started && !this.#stopped) void this.#leases.beat();
   }
 
+  /**
+   * After the store was away: this server's heartbeat (its node lease and every job lease
+   * it holds) and the outcomes it kept are written now, before it claims or rescues
+   * anything; rejects while the store cannot take them.
+   */
+  async catchUp(): Promise<void> {
+    await this.#leases.catchUp();
+    await this.#outcomes.writeKept();
+  }
+
   /** The job reached a terminal status: nothing about it needs remembering. */
   forget(id: string): void {
     this.#micro.setSolo(id, false);
@@ -359,6 +369,7 @@ export class Dispatcher {
           this.#pool.slots.available,
         );
         if (free <= 0) continue;
+        if (this.#leases.behind || this.#outcomes.unwritten.size > 0) await this.catchUp();
         const limits = claimLimits(this.limits, () => this.#options.taskTypes?.() ?? []);
         const batches = await this.#store.claim({
           owner: this.owner,

@@ -1,5 +1,6 @@
 import { FaultLog, type FaultLogger } from '../../fault-log.js';
 import type { JobStore } from '../../store/store.js';
+import { StoreError } from '../../store/errors.js';
 
 export interface LeaseKeeperOptions {
   store: JobStore;
@@ -42,6 +43,10 @@ export class LeaseKeeper {
   #seenAt = 0;
   #beating = false;
   #again: 'all' | 'node' | null = null;
+  /** The last beat failed: the store has not heard of this server since. */
+  #behind = false;
+  /** When this server last saw the database itself down: no lease counts the time before. */
+  #downSeenAt = 0;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -86,6 +91,7 @@ export class LeaseKeeper {
     const attempts = new Map(sent.map((id) => [id, this.#options.held(id)?.attempt]));
     try {
       const lost = await store.heartbeat(owner, sent, leaseMs);
+      this.#behind = false;
       this.#seenAt = started;
       if (scope === 'all') this.#renewedAt = started;
       this.#fault.succeeded();
@@ -95,6 +101,7 @@ export class LeaseKeeper {
         if (this.#options.held(id)?.attempt === attempts.get(id)) this.#options.lost(id);
       }
     } catch (error) {
+      this.#behind = true;
       this.#fault.failed(error);
       this.#giveUpStale();
     } finally {
@@ -107,23 +114,45 @@ export class LeaseKeeper {
     }
   }
 
+  /** Whether the last beat failed (the store has not heard of this server since). */
+  get behind(): boolean {
+    return this.#behind;
+  }
+
+  /**
+   * After beats failed: one that renews every lease this server holds, now, before it
+   * claims or rescues anything; rejects if the store has still not heard of it.
+   */
+  async catchUp(): Promise<void> {
+    if (!this.#behind) return;
+    await this.beat('all');
+    if (this.#behind) throw new StoreError('store_unavailable', 'the heartbeat of this server has not landed yet');
+  }
+
   /**
    * Gives up, before the store would, every attempt whose job lease was last renewed (or
    * taken) five sixths of a job lease ago, and every attempt when this node was last heard
    * of five sixths of a node lease ago: no job runs here under a lease the other servers
-   * may already count as dead.
+   * may already count as dead. Time while the database itself is down (it refuses
+   * connections, or is starting or shutting down) counts against neither lease: no server
+   * can take the attempts over then, and the database counts no lease before its return
+   * (postgres-store.md, "Leases and rescue"), so both leases count here from the last time
+   * this server saw it down; the attempts run on and their outcomes are written when it
+   * returns.
    */
   #giveUpStale(): void {
-    const { leaseMs, nodeLeaseMs } = this.#options;
+    const { leaseMs, nodeLeaseMs, store } = this.#options;
     const now = Date.now();
+    if (store.databaseDown === true) this.#downSeenAt = now;
     for (const id of this.#options.running()) {
       const held = this.#options.held(id);
       if (held === undefined) continue;
-      const jobStale = now - Math.max(this.#renewedAt, held.claimedAt) > (leaseMs * 5) / 6;
+      const since = Math.max(held.claimedAt, this.#downSeenAt);
+      const jobStale = now - Math.max(this.#renewedAt, since) > (leaseMs * 5) / 6;
       const nodeStale =
         nodeLeaseMs !== undefined &&
         nodeLeaseMs !== null &&
-        now - Math.max(this.#seenAt, held.claimedAt) > (nodeLeaseMs * 5) / 6;
+        now - Math.max(this.#seenAt, since) > (nodeLeaseMs * 5) / 6;
       if (jobStale || nodeStale) this.#options.lost(id);
     }
   }

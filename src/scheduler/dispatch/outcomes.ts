@@ -177,6 +177,23 @@ export class OutcomeWriter {
   }
 
   /**
+   * Writes the kept outcomes now, without waiting for the back-off (the store is back):
+   * before this server claims or rescues anything. What the store still cannot take is
+   * kept again.
+   */
+  async writeKept(): Promise<void> {
+    while (this.#rewriting.size > 0) await Promise.allSettled([...this.#rewriting]);
+    if (this.#unwritten.size === 0 || this.#flushed) return;
+    if (this.#rewriteTimer !== null) clearTimeout(this.#rewriteTimer);
+    this.#rewriteTimer = null;
+    const again = [...this.#unwritten.values()];
+    this.#unwritten.clear();
+    const rewrite = this.write(again);
+    this.#rewriting.add(rewrite);
+    await rewrite.finally(() => this.#rewriting.delete(rewrite));
+  }
+
+  /**
    * At stop: outcomes still unwritten get one last try; if the store is still down they
    * stay running in the file and the next start retries them as interrupted.
    */

@@ -137,11 +137,32 @@ export function decideSnooze(
 }
 
 /**
- * An attempt whose lease ran out: if its handler never started (a look-ahead claimed when
- * its server died), the attempt is given back; else `interrupted`, retried after backoff
- * unless it was the last.
+ * An attempt whose lease ran out (its server died or stopped answering while it held it).
+ * Every such rescue counts one interruption on the job, whether the attempt counted or
+ * not: a job whose handler takes its process down (a native crash, runaway memory, a
+ * `process.kill` of its own) before its start is recorded would otherwise be given back
+ * uncounted after every crash, for ever. So the rescue that makes `maxInterruptions`
+ * (KILN_MAX_INTERRUPTIONS) fails the job for good (`too_many_interruptions`), whatever
+ * attempts it has left. Otherwise: if its handler never started (a look-ahead claimed
+ * when its server died), the attempt is given back; else `interrupted`, retried after
+ * backoff unless it was the last.
  */
-export function decideExpired(expired: ExpiredAttempt, now: number, random: () => number): AttemptOutcome {
+export function decideExpired(
+  expired: ExpiredAttempt,
+  now: number,
+  random: () => number,
+  maxInterruptions: number,
+): AttemptOutcome {
+  const interruptions = expired.interruptions + 1;
+  if (interruptions >= maxInterruptions) {
+    const servers = [...expired.interruptedBy, expired.owner];
+    const error: JobError = {
+      code: 'too_many_interruptions',
+      message: `the job was interrupted ${interruptions} times, the most KILN_MAX_INTERRUPTIONS allows (${maxInterruptions}): its server stopped or stalled while it ran each time (${servers.join(', ')}); it fails instead of running again`,
+      attempt: expired.attempt,
+    };
+    return { kind: 'failed', error, retryAt: null };
+  }
   if (!expired.started) return { kind: 'unstarted' };
   const error: JobError = {
     code: 'interrupted',

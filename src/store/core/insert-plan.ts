@@ -197,6 +197,7 @@ export function createdJob(source: NewJob, state: DecidedState): Job {
     attempts: 0,
     maxAttempts: source.maxAttempts,
     snoozes: 0,
+    interruptions: 0,
     timeoutMs: source.timeoutMs,
     backoff: source.backoff,
     progress: null,

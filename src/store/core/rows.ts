@@ -48,6 +48,7 @@ export interface JobRow {
   attempts: number;
   max_attempts: number;
   snoozes: number;
+  interruptions: number;
   timeout_ms: number;
   backoff_initial_ms: number;
   backoff_factor: number;
@@ -92,6 +93,9 @@ export interface ExpiredRow {
   backoff_factor: number;
   backoff_max_ms: number;
   backoff_jitter: Jitter;
+  interruptions: number;
+  /** The servers (lease owners) its earlier rescued attempts ran on: a JSON array (SQLite) or an array (Postgres). */
+  interrupted_by: string | string[] | null;
 }
 
 export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
@@ -101,6 +105,13 @@ export function toExpiredAttempt(row: ExpiredRow): ExpiredAttempt {
     owner: row.lease_owner,
     attempt: row.attempts,
     started: startedAttempt(row.attempt_started),
+    interruptions: row.interruptions,
+    interruptedBy:
+      row.interrupted_by === null
+        ? []
+        : typeof row.interrupted_by === 'string'
+          ? (JSON.parse(row.interrupted_by) as string[])
+          : row.interrupted_by,
     maxAttempts: row.max_attempts,
     backoff: {
       initialMs: row.backoff_initial_ms,
@@ -138,6 +149,7 @@ export function toSummary(row: SummaryRow): JobSummary {
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
     snoozes: row.snoozes,
+    interruptions: row.interruptions,
     timeoutMs: row.timeout_ms,
     backoff: {
       initialMs: row.backoff_initial_ms,
@@ -324,6 +336,7 @@ export function copyOf(job: JobSummary, payloadText: string, parents: ParentResu
     attempts: job.attempts,
     maxAttempts: job.maxAttempts,
     snoozes: job.snoozes,
+    interruptions: job.interruptions,
     timeoutMs: job.timeoutMs,
     backoff: job.backoff,
     progress: job.progress,

@@ -32,6 +32,9 @@ export interface ClaimsFacet {
   /**
    * End attempts, each fenced on job id, attempt and owner (and, with `expired`, on the
    * lease having run out). Answers one entry per item: null when the fence refused it.
+   * A rescue (`expired`) that lands counts one more interruption on the job
+   * (`interruptions`) and records the attempt's owner among the servers it took down,
+   * whatever its outcome (given back, retried, failed).
    * A `completed` outcome releases dependents whose dependencies are now all completed;
    * a terminal failure fails the dependents (dependency_failed), transitively.
    */
@@ -158,4 +161,8 @@ export interface ExpiredAttempt {
   started: boolean;
   maxAttempts: number;
   backoff: Job['backoff'];
+  /** The job's rescues so far, this one not counted (`Job.interruptions`). */
+  interruptions: number;
+  /** The servers (lease owners) the attempts of those rescues ran on, oldest first. */
+  interruptedBy: string[];
 }

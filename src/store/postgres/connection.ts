@@ -45,6 +45,8 @@ export class PgConnection {
   readonly #pool: pg.Pool;
   readonly #onAvailable: () => void;
   #available = true;
+  /** Why the database is away, as its last failure said: down for everyone, or out of this server's reach. */
+  #down = false;
   #probe: NodeJS.Timeout | null = null;
   #closed = false;
   /** Local clock + skew = the database's clock. */
@@ -73,6 +75,15 @@ export class PgConnection {
 
   get available(): boolean {
     return this.#available && !this.#closed;
+  }
+
+  /**
+   * Whether the database is away for every server, not only for this one: its last
+   * failure said it refuses connections or is shutting down or starting up (a restart, a
+   * crash). A silence, a timeout or a host out of reach may be this server's alone.
+   */
+  get databaseDown(): boolean {
+    return !this.#available && this.#down && !this.#closed;
   }
 
   /** Whether the store is closed: no statement runs any more. */
@@ -266,23 +277,43 @@ export class PgConnection {
     return error;
   }
 
-  #markUnavailable(_error: unknown): void {
+  #markUnavailable(error: unknown): void {
     if (this.#closed) return;
+    // Once a failure of this outage said the database is down, a vaguer one (a connection
+    // that broke) does not take it back; only the database answering again does.
+    this.#down = (!this.#available && this.#down) || isDatabaseDown(error);
     this.#available = false;
     if (this.#probe !== null) return;
-    const probe = () => {
+    const probe = (delayMs: number) => {
       this.#probe = setTimeout(() => {
-        this.#pool.query('SELECT 1').then(
+        this.#probeOnce().then(
           () => {
             this.#probe = null;
             this.#markAvailable();
           },
-          () => probe(),
+          (failure: unknown) => {
+            this.#down ||= isDatabaseDown(failure);
+            probe(PROBE_EVERY_MS);
+          },
         );
-      }, PROBE_EVERY_MS);
+      }, delayMs);
       this.#probe.unref();
     };
-    probe();
+    // The first probe at once: a connection that broke says little, a new one says whether
+    // the database is down (refused, shutting down, starting up) before anything waits on it.
+    probe(0);
+  }
+
+  /** `SELECT 1` on a connection of its own: the pool's idle ones may all be broken, and say only that. */
+  async #probeOnce(): Promise<void> {
+    const client = this.newClient();
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 
   /** An idle connection broke: see at once whether the database still answers. */
@@ -340,6 +371,20 @@ function isUnavailable(error: unknown): boolean {
       message,
     )
   );
+}
+
+/**
+ * A failure that says the database itself is down: connections refused (no server
+ * listens), or SQLSTATE 57P01-57P03 (shutting down by an operator or after a crash, or
+ * starting up).
+ */
+function isDatabaseDown(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  if (code === 'ECONNREFUSED' || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  // A connection's own error, wrapped by the pool (pg's "Connection terminated due to connection timeout" is not one).
+  const cause = (error as { cause?: unknown }).cause;
+  return cause !== undefined && cause !== error && isDatabaseDown(cause);
 }
 
 function isStaleStatement(error: unknown): boolean {

@@ -31,12 +31,15 @@ export function finishStatements(schema: string) {
   return {
     /**
      * Rescued attempts whose handler never started ($1 ids, $2 attempts, $3 owners, $4 whether
-     * the lease must have run out): queued again as before the claim, the attempt not counted.
+     * the lease must have run out): queued again as before the claim, the attempt not counted,
+     * the rescue counted as an interruption.
      */
     returnUnstarted: `
 WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[]) AS i(id, attempt, owner, expired)),
 locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = j.prior_started_at,
+  interruptions = j.interruptions + CASE WHEN i.expired THEN 1 ELSE 0 END,
+  interrupted_by = CASE WHEN i.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,
   lease_owner = NULL, lease_expires_at = NULL
 FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
   AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
@@ -55,7 +58,10 @@ i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[], $5:
 t AS MATERIALIZED (
   SELECT i.* FROM i CROSS JOIN LATERAL (SELECT j.id FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r)
 UPDATE ${s}.jobs j SET status = 'scheduled', run_at = c.at_ms + t.due_in, attempts = greatest(j.attempts - 1, 0),
-  snoozes = j.snoozes + 1, started_at = coalesce(t.started, j.started_at), lease_owner = NULL, lease_expires_at = NULL
+  snoozes = j.snoozes + 1, started_at = coalesce(t.started, j.started_at),
+  interruptions = j.interruptions + CASE WHEN t.expired THEN 1 ELSE 0 END,
+  interrupted_by = CASE WHEN t.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,
+  lease_owner = NULL, lease_expires_at = NULL
 FROM t, c WHERE j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
   AND (NOT t.expired OR j.lease_expires_at < c.at_ms)
 RETURNING j.id::text AS id, j.run_at`,
@@ -201,6 +207,7 @@ export class PgFinish {
         wire.runAt = runAt;
         wire.attempts = Math.max(0, wire.attempts - 1);
         wire.snoozes += 1;
+        if (item.expired === true) wire.interruptions += 1;
         if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
       }
       this.#ctx.due.lowerDue(runAt);
@@ -312,6 +319,7 @@ export class PgFinish {
         wire.runAt = row.run_at;
         wire.finishedAt = row.finished_at;
         if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
+        if (item.expired === true) wire.interruptions += 1;
         if (item.outcome.kind === 'completed') wire.resultText = item.outcome.resultText;
         else wire.error = item.outcome.error;
         if (item.outcome.kind === 'released') wire.attempts = Math.max(0, wire.attempts - 1);

@@ -33,7 +33,7 @@ WHERE id = $1 RETURNING ${JOB_COLUMNS}`,
     failDependents: `SELECT ${JOB_COLUMNS} FROM ${s}.fail_dependents($1::uuid[], $2)`,
     retry: `
 UPDATE ${s}.jobs SET status = $2, ready_at = CASE WHEN $2 = 'queued' THEN ${now} END,
-  ready_seq = CASE WHEN $2 = 'queued' THEN nextval('${s}.ready_order') END, attempts = 0, snoozes = 0,
+  ready_seq = CASE WHEN $2 = 'queued' THEN nextval('${s}.ready_order') END, attempts = 0, snoozes = 0, interruptions = 0, interrupted_by = NULL,
   round = CASE WHEN $2 = 'queued' THEN ${s}.round_base(priority, group_key) ELSE round END,
   finished_at = NULL, result = NULL, progress = NULL, run_at = NULL, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = $1 RETURNING ${JOB_COLUMNS}`,

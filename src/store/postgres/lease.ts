@@ -18,13 +18,33 @@ import { statusIs } from './sql.js';
  */
 const STARTS_EVERY_MS = 50;
 
+/** The job lease a lease that ran out while the database was down gets from its return, when none is configured. */
+const DEFAULT_LEASE_MS = 30_000;
+
+/** What the rescuer reads of a running job whose lease ran out (core/rows.ts, ExpiredRow). */
+const EXPIRED_COLUMNS = [
+  'id',
+  'type',
+  'lease_owner',
+  'attempts',
+  'attempt_started',
+  'max_attempts',
+  'backoff_initial_ms',
+  'backoff_factor',
+  'backoff_max_ms',
+  'backoff_jitter',
+  'interruptions',
+  'interrupted_by',
+];
+
 export function leaseStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
   return {
     /**
      * Renews the owner's leases on the ids it names (a lease that ran out but was not yet
-     * rescued is renewed: the rescue's fence then fails) and records the node.
+     * rescued is renewed: the rescue's fence then fails) and records the node; $10: the
+     * beats before this one failed (the node rejoins: `rejoined_at`).
      */
     heartbeat: `
 WITH held AS MATERIALIZED (
@@ -36,10 +56,11 @@ renewed AS (
   WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.lease_owner = $1
   RETURNING j.id::text AS id),
 node AS (
-  INSERT INTO ${s}.nodes (id, host, pid, version, threads, busy, started_at, last_seen_at, lease_ms)
+  INSERT INTO ${s}.nodes AS n (id, host, pid, version, threads, busy, started_at, last_seen_at, lease_ms)
   VALUES ($1, $4, $5, $6, $7, $8, ${now}, ${now}, $9)
   ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, busy = excluded.busy,
-    threads = excluded.threads, lease_ms = excluded.lease_ms, stopped_at = NULL)
+    threads = excluded.threads, lease_ms = excluded.lease_ms, stopped_at = NULL,
+    rejoined_at = CASE WHEN $10::boolean THEN excluded.last_seen_at ELSE n.rejoined_at END)
 SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now`,
     /**
      * Records handlers' starts ($1 ids, $2 attempts, $3 owners, $4 times), fenced in the
@@ -55,25 +76,36 @@ FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
     /**
      * Attempts whose lease ran out, oldest first. The job leases of servers whose node
      * lease ran out (not heard of for their lease_ms, within the last day: no job lease is
-     * longer) are cut first, in the same statement:
-     * the rescue's fence (lease_expires_at < now) then holds for them, and a beat of a
-     * server that was only slow renews them again, as for any job lease.
+     * longer) are cut first, in the same statement: the rescue's fence (lease_expires_at <
+     * now) then holds for them, and a beat of a server that was only slow renews them
+     * again, as for any job lease.
+     *
+     * Time during which the database was out of everyone's reach counts against no lease:
+     * leases count from `since`, the later of the database's own start (a restart, a crash)
+     * and the earliest return among the live servers when every one of them has rejoined
+     * (their beats failed, then came back: a network or failover that cut them all off).
+     * A node silent since before `since` is dead only a node lease after it; a job lease
+     * that ran out before it runs out $2 (the job lease) after it. So a server that lost
+     * the database keeps its attempts until it could have reached it again.
      */
     expired: `
-WITH dead AS (
-  SELECT id FROM ${s}.nodes WHERE stopped_at IS NULL AND lease_ms IS NOT NULL AND last_seen_at + lease_ms < ${now}
-    AND last_seen_at > ${now} - 86400000),
+WITH c AS (SELECT ${now} AS at_ms,
+  greatest(${s}.up_since_ms(),
+    (SELECT min(coalesce(rejoined_at, 0)) FROM ${s}.nodes
+     WHERE stopped_at IS NULL AND lease_ms IS NOT NULL AND last_seen_at + lease_ms >= ${now})) AS since),
+dead AS (
+  SELECT n.id FROM ${s}.nodes n, c
+  WHERE n.stopped_at IS NULL AND n.lease_ms IS NOT NULL AND greatest(n.last_seen_at, c.since) + n.lease_ms < c.at_ms
+    AND n.last_seen_at > c.at_ms - 86400000),
 cut AS (
-  UPDATE ${s}.jobs j SET lease_expires_at = ${now} - 1 FROM dead
-  WHERE j.status = 'running' AND j.lease_owner = dead.id AND j.lease_expires_at >= ${now}
-  RETURNING j.id, j.type, j.lease_owner, j.attempts, j.attempt_started, j.max_attempts, j.backoff_initial_ms, j.backoff_factor,
-    j.backoff_max_ms, j.backoff_jitter, j.lease_expires_at)
-SELECT id::text AS id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
-  backoff_max_ms, backoff_jitter
+  UPDATE ${s}.jobs j SET lease_expires_at = c.at_ms - 1 FROM dead, c
+  WHERE j.status = 'running' AND j.lease_owner = dead.id AND j.lease_expires_at >= c.at_ms
+  RETURNING ${EXPIRED_COLUMNS.map((column) => `j.${column}`).join(', ')}, j.lease_expires_at)
+SELECT id::text AS id, ${EXPIRED_COLUMNS.slice(1).join(', ')}
 FROM (SELECT * FROM cut UNION ALL
-      SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
-        backoff_max_ms, backoff_jitter, lease_expires_at
-      FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at < ${now}) e
+      SELECT ${EXPIRED_COLUMNS.join(', ')}, lease_expires_at
+      FROM ${s}.jobs, c WHERE status = 'running' AND lease_expires_at < c.at_ms
+        AND (lease_expires_at >= c.since OR c.since + $2 < c.at_ms)) e
 ORDER BY lease_expires_at LIMIT $1`,
   };
 }
@@ -82,6 +114,8 @@ export class PgLease {
   readonly #ctx: StoreContext;
   readonly #sql: ReturnType<typeof leaseStatements>;
   readonly #owners = new Set<string>();
+  /** Owners whose last beat failed: their next one that lands records that they rejoin. */
+  readonly #failedOwners = new Set<string>();
   /** Handlers' starts not written yet (a finish takes its attempt's start out and writes it itself). */
   readonly starts = new StartGroup((items) => this.#writeStarts(items), STARTS_EVERY_MS);
 
@@ -100,17 +134,26 @@ export class PgLease {
     const valid = ids.filter((id) => UUID.test(id));
     const threads = this.#ctx.options.threads ?? 0;
     const sent = Date.now();
-    const result = await this.#ctx.db.query<{ renewed: string[]; now: number }>(this.#sql.heartbeat, [
-      owner,
-      valid,
-      leaseMs,
-      hostname(),
-      process.pid,
-      this.#ctx.options.version ?? '0.0.0',
-      threads,
-      Math.min(threads, ids.length),
-      this.#ctx.options.nodeLeaseMs ?? null,
-    ]);
+    const rejoins = this.#failedOwners.has(owner);
+    let result;
+    try {
+      result = await this.#ctx.db.query<{ renewed: string[]; now: number }>(this.#sql.heartbeat, [
+        owner,
+        valid,
+        leaseMs,
+        hostname(),
+        process.pid,
+        this.#ctx.options.version ?? '0.0.0',
+        threads,
+        Math.min(threads, ids.length),
+        this.#ctx.options.nodeLeaseMs ?? null,
+        rejoins,
+      ]);
+    } catch (error) {
+      this.#failedOwners.add(owner);
+      throw error;
+    }
+    this.#failedOwners.delete(owner);
     const row = result.rows[0];
     if (row !== undefined && !this.#ctx.db.fakeClock) {
       // The database's clock at the middle of the round trip.
@@ -155,7 +198,13 @@ export class PgLease {
   }
 
   async expiredLeases(limit: number): Promise<ExpiredAttempt[]> {
-    const rows = await this.#ctx.db.query<ExpiredRow>(this.#sql.expired, [limit]);
+    // What this server holds goes first: its starts, so that an attempt of its own that
+    // started is never given back as unstarted (its node lease beats before any rescue).
+    await this.starts.flush();
+    const rows = await this.#ctx.db.query<ExpiredRow>(this.#sql.expired, [
+      limit,
+      this.#ctx.options.leaseMs ?? DEFAULT_LEASE_MS,
+    ]);
     return rows.rows.map(toExpiredAttempt);
   }
 }

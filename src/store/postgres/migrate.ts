@@ -15,6 +15,7 @@ import batches from './migrations/012-batches.js';
 import trace from './migrations/013-trace.js';
 import typeGroup from './migrations/014-type-group.js';
 import fenceById from './migrations/015-fence-by-id.js';
+import interruptions from './migrations/016-interruptions.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -46,6 +47,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 13, name: 'trace', sql: trace },
   { version: 14, name: 'type-group', sql: typeGroup },
   { version: 15, name: 'fence-by-id', sql: fenceById },
+  { version: 16, name: 'interruptions', sql: interruptions },
 ];
 
 /** Every step's version, in order. */

@@ -334,6 +334,7 @@ function stubJob(id: string, type: string, status: JobStatus): Job {
     attempts: 0,
     maxAttempts: 0,
     snoozes: 0,
+    interruptions: 0,
     timeoutMs: 0,
     backoff: { initialMs: 0, factor: 1, maxMs: 0, jitter: 'none' },
     progress: null,

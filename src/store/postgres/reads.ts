@@ -5,7 +5,14 @@ import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
-import { countsAsSeen, jobFromWire, type JobRow, seenWire, statusesAsStored, type UnstartedCount } from '../core/rows.js';
+import {
+  countsAsSeen,
+  jobFromWire,
+  type JobRow,
+  seenWire,
+  statusesAsStored,
+  type UnstartedCount,
+} from '../core/rows.js';
 import { pendingOf } from '../core/statuses.js';
 import { type BatchCountRow, type BatchRow, batchOf } from '../core/batches.js';
 import type { Batch } from '../../contract/batch.js';
@@ -143,7 +150,12 @@ export class PgReads {
       if (row.status === 'queued')
         queuedByPriority[row.priority] = (queuedByPriority[row.priority] ?? 0) + Number(row.n);
     }
-    const seen = { byStatus, queuedByPriority, pending: pendingOf(byStatus), oldestQueuedReadyAt: oldest.rows[0]?.at ?? null };
+    const seen = {
+      byStatus,
+      queuedByPriority,
+      pending: pendingOf(byStatus),
+      oldestQueuedReadyAt: oldest.rows[0]?.at ?? null,
+    };
     return { ...countsAsSeen(seen, unstarted.rows), exact: true };
   }
 }

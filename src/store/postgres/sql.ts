@@ -12,8 +12,8 @@ export const PENDING_SQL = `(${PENDING_STATUSES.map((status) => `'${status}'`).j
 
 /** Columns of a job as core/rows.ts names them (it maps the rows of both stores). */
 export const SUMMARY_COLUMNS =
-  'id::text AS id, type, status, priority, error, attempts, max_attempts, snoozes, timeout_ms, backoff_initial_ms, ' +
-  'backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, ' +
+  'id::text AS id, type, status, priority, error, attempts, max_attempts, snoozes, interruptions, timeout_ms, ' +
+  'backoff_initial_ms, backoff_factor, backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, ' +
   'created_at, started_at, finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback, batch::text AS batch, trace, ' +
   'attempt_started, prior_started_at';
 

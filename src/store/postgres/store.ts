@@ -162,6 +162,10 @@ export class PostgresStore implements JobStore {
     return this.#db.available;
   }
 
+  get databaseDown(): boolean {
+    return this.#db.databaseDown;
+  }
+
   now(): number {
     return this.#db.now();
   }
@@ -313,7 +317,7 @@ export class PostgresStore implements JobStore {
       this.#news.stopTimers();
       this.#upkeep.stop();
       await this.#progress.stop();
-      await this.#lease.starts.flush().catch(() => undefined);
+      await this.#lease.starts.close();
       await this.#news.flush();
       await this.#nodes.stop([...this.#lease.owners]);
       this.#db.markClosed();

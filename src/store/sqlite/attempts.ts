@@ -72,6 +72,7 @@ export async function finish(side: MainSide, items: FinishItem[]): Promise<(Fini
       wire.status = answer.status;
       wire.runAt = answer.retryAt;
       if (item.startedAt !== undefined) wire.startedAt = item.startedAt;
+      if (item.expired === true) wire.interruptions += 1;
       if (item.outcome.kind === 'snoozed') {
         wire.attempts = Math.max(0, wire.attempts - 1);
         wire.snoozes += 1;

@@ -8,7 +8,8 @@ import { batchHasRoom, costInBatch } from '../core/micro-batches.js';
  * A claim on the main thread: due jobs promoted, the best ready jobs taken from the
  * ready index in micro-batches, and handed out from the index's copies without asking
  * the store thread (the claim rides along with its next message). Only jobs without a
- * copy are claimed and read from the file first.
+ * copy are claimed and read from the file first, and a claim holding a job of a type not
+ * known to be tiny waits for its commit.
  */
 export async function claimFromIndex(side: MainSide, request: ClaimRequest): Promise<ClaimedJob[][]> {
   const { index, thread } = side;
@@ -73,8 +74,15 @@ export async function claimFromIndex(side: MainSide, request: ClaimRequest): Pro
     }
     if (jobs.length > 0) claimed.push(jobs);
   }
+  // A job whose type is not known to be tiny (its attempts measured under a fraction of a
+  // millisecond) is handed out only once its claim is in the file: a handler that takes its
+  // process down as it starts (a native crash, a process.kill of its own) never teaches its
+  // cost, so it stays here, and the start after the crash finds it running and counts the
+  // interruption. A lazy claim would be lost with the process, the job queued again as if
+  // it never ran, and such a job would take its server down for ever.
+  const durable = claimed.some((jobs) => jobs.some((job) => request.micro?.costs.has(job.type) !== true));
   // A job the file no longer had queued (cancelled while its claim read it) is lost to this claim.
-  thread.call({ op: 'claim', ids, priorities, owner, expiresAt, now }, 'lazy').then(
+  const stored = thread.call({ op: 'claim', ids, priorities, owner, expiresAt, now }, durable ? 'now' : 'lazy').then(
     (missed) => {
       if (missed.length === 0) return;
       const attempts = new Map(claimed.flat().map((job) => [job.id, job.attempts]));
@@ -85,6 +93,7 @@ export async function claimFromIndex(side: MainSide, request: ClaimRequest): Pro
     },
   );
   // Claimed jobs stay queued to a reader until their handler starts (attempts.ts, started).
+  if (durable) await stored;
   return claimed;
 }
 

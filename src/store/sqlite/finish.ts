@@ -1,14 +1,15 @@
 import type { FileState } from './file-state.js';
 import type { FinishAnswer, FinishRow } from './protocol.js';
 import type { JobStatus } from '../../contract/job.js';
-import { CLEAR_LEASE, FENCE, type Preparer } from './prepare.js';
+import { CLEAR_LEASE, COUNT_INTERRUPTION, FENCE, type Preparer } from './prepare.js';
 import { failDependents, parentsOf, releaseDependents } from './dependencies.js';
 import { type JobRow, type JobWire, toWire } from '../core/rows.js';
 
 /**
  * Attempts' outcomes on the file, each fenced on job, attempt and lease owner (and, for
- * the rescuer's, on the lease still being expired): running → completed | failed |
- * retrying, scheduled for a snooze, or back to queued for an attempt that never started.
+ * the rescuer's, on the lease still being expired, and counting an interruption): running
+ * → completed | failed | retrying, scheduled for a snooze, or back to queued for an attempt
+ * that never started.
  * Null where the fence did not hold.
  */
 export function finish(file: FileState, rows: FinishRow[], now: number): (FinishAnswer | null)[] {
@@ -79,7 +80,7 @@ export function prepareFinishStatements({ prepare }: Preparer) {
        WHERE ${FENCE} AND attempt_started = 0 RETURNING *`,
     ),
     returnUnstartedExpired: prepare<JobRow>(
-      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${CLEAR_LEASE}
+      `UPDATE jobs SET status = 'queued', attempts = attempts - 1, started_at = prior_started_at, ${COUNT_INTERRUPTION}, ${CLEAR_LEASE}
        WHERE ${FENCE} AND attempt_started = 0 AND lease_expires_at < ? RETURNING *`,
     ),
     complete: prepare(
@@ -87,7 +88,7 @@ export function prepareFinishStatements({ prepare }: Preparer) {
        WHERE ${FENCE}`,
     ),
     completeExpired: prepare(
-      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'completed', result = ?, progress = ?, finished_at = ?, run_at = NULL, ${COUNT_INTERRUPTION}, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     failRunning: prepare(
@@ -95,7 +96,7 @@ export function prepareFinishStatements({ prepare }: Preparer) {
        WHERE ${FENCE}`,
     ),
     failExpired: prepare(
-      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'failed', error = ?, finished_at = ?, run_at = NULL, ${COUNT_INTERRUPTION}, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     retryRunning: prepare(
@@ -108,11 +109,11 @@ export function prepareFinishStatements({ prepare }: Preparer) {
        WHERE ${FENCE}`,
     ),
     snoozeExpired: prepare(
-      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'scheduled', run_at = ?, attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1, ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'scheduled', run_at = ?, attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1, ${COUNT_INTERRUPTION}, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
     retryExpired: prepare(
-      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${CLEAR_LEASE}
+      `UPDATE jobs SET started_at = COALESCE(?, started_at), status = 'retrying', error = ?, run_at = ?, attempts = MAX(attempts - ?, 0), ${COUNT_INTERRUPTION}, ${CLEAR_LEASE}
        WHERE ${FENCE} AND lease_expires_at < ?`,
     ),
   };

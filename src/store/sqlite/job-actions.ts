@@ -70,7 +70,7 @@ export function prepareJobActionStatements({ pluck, prepare }: Preparer) {
        WHERE id = ? AND status = ? RETURNING *`,
     ),
     retry: prepare<JobRow>(
-      `UPDATE jobs SET status = ?, ready_at = ?, attempts = 0, snoozes = 0, finished_at = NULL, result = NULL, progress = NULL,
+      `UPDATE jobs SET status = ?, ready_at = ?, attempts = 0, snoozes = 0, interruptions = 0, interrupted_by = NULL, finished_at = NULL, result = NULL, progress = NULL,
          run_at = NULL, ${CLEAR_LEASE}
        WHERE id = ? AND status = ? RETURNING *`,
     ),

@@ -33,7 +33,7 @@ export function prepareLeaseStatements({ prepare }: Preparer) {
     expireAll: prepare(`UPDATE jobs SET lease_expires_at = 0 WHERE status = 'running'`),
     selectExpired: prepare<ExpiredRow>(
       `SELECT id, type, lease_owner, attempts, attempt_started, max_attempts, backoff_initial_ms, backoff_factor,
-         backoff_max_ms, backoff_jitter
+         backoff_max_ms, backoff_jitter, interruptions, interrupted_by
        FROM jobs WHERE status = 'running' AND lease_expires_at < ? LIMIT ?`,
     ),
   };

@@ -12,6 +12,7 @@ import snoozes from './migrations/009-snoozes.js';
 import batches from './migrations/010-batches.js';
 import trace from './migrations/011-trace.js';
 import batchCallbacks from './migrations/012-batch-callbacks.js';
+import interruptions from './migrations/013-interruptions.js';
 
 /**
  * Numbered schema steps, one file each: a file at user_version n gets steps n+1.. applied
@@ -31,6 +32,7 @@ export const MIGRATIONS: readonly string[] = [
   batches,
   trace,
   batchCallbacks,
+  interruptions,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

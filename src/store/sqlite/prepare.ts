@@ -24,3 +24,10 @@ export const CLEAR_LEASE = 'lease_owner = NULL, lease_expires_at = NULL';
 
 /** The running-row fence of a finish: job, attempt, owner and status. */
 export const FENCE = `id = ? AND status = 'running' AND attempts = ? AND lease_owner = ?`;
+
+/**
+ * What a rescue (a finish of an expired lease) adds to the job, whatever its outcome: one
+ * more interruption, and the attempt's owner among the servers it took down.
+ */
+export const COUNT_INTERRUPTION =
+  "interruptions = interruptions + 1, interrupted_by = json_insert(coalesce(interrupted_by, '[]'), '$[#]', lease_owner)";

@@ -92,7 +92,7 @@ export function snapshot(file: FileState): Snapshot {
 
 /** The columns of a job's summary, in the order of `SummaryRow`. */
 const SUMMARY_COLUMNS =
-  'id, type, status, priority, error, attempts, max_attempts, snoozes, timeout_ms, backoff_initial_ms, backoff_factor, ' +
+  'id, type, status, priority, error, attempts, max_attempts, snoozes, interruptions, timeout_ms, backoff_initial_ms, backoff_factor, ' +
   'backoff_max_ms, backoff_jitter, progress, idempotency_key, depends_on, metadata, run_at, created_at, started_at, ' +
   'finished_at, ready_at, lease_owner, lease_expires_at, group_key, schedule, callback, batch, attempt_started, ' +
   'prior_started_at';

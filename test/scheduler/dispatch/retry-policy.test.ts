@@ -5,6 +5,7 @@ import { decideAttempt, decideExpired, MAX_SNOOZE_MS } from '../../../src/schedu
 const NOW = 1_700_000_000_000;
 const half = () => 0.5;
 const MAX_SNOOZES = 3;
+const MAX_INTERRUPTIONS = 3;
 const job = {
   attempts: 1,
   maxAttempts: 3,
@@ -150,12 +151,22 @@ describe('retry policy', () => {
   });
 
   it('retries an expired lease as interrupted, or fails it on the last attempt', () => {
-    const expired = { id: 'j', type: 't', owner: 'o', attempt: 1, started: true, maxAttempts: 2, backoff: job.backoff };
-    const retry = decideExpired(expired, NOW, half);
+    const expired = {
+      id: 'j',
+      type: 't',
+      owner: 'o',
+      attempt: 1,
+      started: true,
+      maxAttempts: 2,
+      backoff: job.backoff,
+      interruptions: 0,
+      interruptedBy: [],
+    };
+    const retry = decideExpired(expired, NOW, half, MAX_INTERRUPTIONS);
     assert.ok(retry.kind === 'failed');
     assert.equal(retry.error.code, 'interrupted');
     assert.equal(retry.retryAt, NOW + 100);
-    const last = decideExpired({ ...expired, attempt: 2 }, NOW, half);
+    const last = decideExpired({ ...expired, attempt: 2 }, NOW, half, MAX_INTERRUPTIONS);
     assert.ok(last.kind === 'failed');
     assert.equal(last.retryAt, null);
   });
@@ -169,8 +180,60 @@ describe('retry policy', () => {
       started: false,
       maxAttempts: 1,
       backoff: job.backoff,
+      interruptions: 0,
+      interruptedBy: [],
     };
-    assert.deepEqual(decideExpired(expired, NOW, half), { kind: 'unstarted' });
+    assert.deepEqual(decideExpired(expired, NOW, half, MAX_INTERRUPTIONS), { kind: 'unstarted' });
+  });
+
+  it('fails the job at its KILN_MAX_INTERRUPTIONS-th rescue, started or not, whatever attempts it has left', () => {
+    const rescued = (interruptions: number, started: boolean) =>
+      decideExpired(
+        {
+          id: 'j',
+          type: 't',
+          owner: 'c',
+          attempt: 1,
+          started,
+          maxAttempts: 10,
+          backoff: job.backoff,
+          interruptions,
+          interruptedBy: ['a', 'b'].slice(0, interruptions),
+        },
+        NOW,
+        half,
+        3,
+      );
+    assert.deepEqual(rescued(1, false), { kind: 'unstarted' });
+    assert.equal(rescued(1, true).kind, 'failed');
+    assert.notEqual((rescued(1, true) as { retryAt: number | null }).retryAt, null);
+    for (const started of [false, true]) {
+      const stopped = rescued(2, started);
+      assert.ok(stopped.kind === 'failed');
+      assert.equal(stopped.retryAt, null);
+      assert.equal(stopped.error.code, 'too_many_interruptions');
+      assert.equal(stopped.error.attempt, 1);
+      assert.match(stopped.error.message, /interrupted 3 times/);
+      assert.match(stopped.error.message, /\(a, b, c\)/);
+    }
+    // A limit of one: the first rescue stops the job.
+    const once = decideExpired(
+      {
+        id: 'j',
+        type: 't',
+        owner: 'a',
+        attempt: 1,
+        started: false,
+        maxAttempts: 3,
+        backoff: job.backoff,
+        interruptions: 0,
+        interruptedBy: [],
+      },
+      NOW,
+      half,
+      1,
+    );
+    assert.ok(once.kind === 'failed' && once.error.code === 'too_many_interruptions');
   });
 
   it('snoozes: scheduled at now + ms with the attempt given back, even on the last attempt', () => {

@@ -3,7 +3,15 @@ import { describe, it } from 'node:test';
 import type { ClaimedJob } from '../../../src/store/store.js';
 import type { Job } from '../../../src/contract/job.js';
 import type { OpenStore } from './context.js';
-import { claimOneUnstarted, claimRequest, insertOk, insertOne, mustGet, newJob, OWNER } from '../../support/store-fixtures.js';
+import {
+  claimOneUnstarted,
+  claimRequest,
+  insertOk,
+  insertOne,
+  mustGet,
+  newJob,
+  OWNER,
+} from '../../support/store-fixtures.js';
 
 /** Fair share between groups when claiming. */
 export function groupsFacet(openStore: OpenStore): void {

@@ -10,6 +10,7 @@ import { finishFacet } from './finish.js';
 import { snoozeFacet } from './snooze.js';
 import { changesFacet } from './changes.js';
 import { leasesFacet } from './leases.js';
+import { interruptionsFacet } from './interruptions.js';
 import { eventsFacet } from './events.js';
 import { readsFacet } from './reads.js';
 import { deliveriesFacet } from './deliveries.js';
@@ -45,6 +46,7 @@ export function runStoreConformance(name: string, makeStore: MakeStore): void {
     snoozeFacet(openStore);
     changesFacet(openStore);
     leasesFacet(openStore);
+    interruptionsFacet(openStore);
     eventsFacet(openStore);
     readsFacet(openStore);
     deliveriesFacet(openStore);

@@ -43,6 +43,7 @@ export function insertFacet(openStore: OpenStore): void {
         attempts: 0,
         maxAttempts: 3,
         snoozes: 0,
+        interruptions: 0,
         timeoutMs: 1000,
         backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' },
         progress: null,

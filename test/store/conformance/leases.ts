@@ -14,6 +14,7 @@ import {
   mustGet,
   newJob,
   recordEvents,
+  MAX_INTERRUPTIONS,
   rescueOnce,
   startAttempts,
   T0,
@@ -57,7 +58,17 @@ export function leasesFacet(openStore: OpenStore): void {
       assert.deepEqual(expired.map((e) => e.id).sort(), jobs.map((j) => j.id).sort());
       assert.deepEqual(
         expired.find((e) => e.id === jobs[0]?.id),
-        { id: jobs[0]?.id, type: 'test.a', owner: 'dead', attempt: 1, started: false, maxAttempts: 4, backoff },
+        {
+          id: jobs[0]?.id,
+          type: 'test.a',
+          owner: 'dead',
+          attempt: 1,
+          started: false,
+          maxAttempts: 4,
+          backoff,
+          interruptions: 0,
+          interruptedBy: [],
+        },
       );
       assert.equal((await store.expiredLeases(2)).length, 2);
     });
@@ -197,7 +208,7 @@ export function leasesFacet(openStore: OpenStore): void {
       assert.equal(expired.id, job.id);
       // The owner was only slow: its heartbeat lands before the rescuer's finish.
       assert.deepEqual(await store.heartbeat('w', [job.id], 1000), []);
-      const rescue = decideExpired(expired, store.now(), () => 0.5);
+      const rescue = decideExpired(expired, store.now(), () => 0.5, MAX_INTERRUPTIONS);
       assert.equal(await finishOne(store, attempt, rescue, 'w', true), null);
       assert.equal(await finishOne(store, attempt, completed('x'), 'w', true), null);
       assert.equal((await mustGet(store, job.id)).status, 'running');
@@ -285,7 +296,7 @@ export function leasesFacet(openStore: OpenStore): void {
       assert.equal(expired.started, false);
       // The owner was only slow: its thread started the attempt, and the start is stored first.
       await startAttempts(store, [attempt], 'slow');
-      const giveBack = decideExpired(expired, store.now(), () => 0.5);
+      const giveBack = decideExpired(expired, store.now(), () => 0.5, MAX_INTERRUPTIONS);
       assert.deepEqual(giveBack, { kind: 'unstarted' });
       assert.equal(await finishOne(store, attempt, giveBack, 'slow', true), null);
       assert.equal((await mustGet(store, job.id)).status, 'running');

@@ -226,6 +226,7 @@ describe('createdJob', () => {
       attempts: 0,
       maxAttempts: 3,
       snoozes: 0,
+      interruptions: 0,
       timeoutMs: 1000,
       backoff: { initialMs: 100, factor: 2, maxMs: 1000, jitter: 'full' },
       progress: null,

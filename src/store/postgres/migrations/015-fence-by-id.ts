@@ -1,3 +1,4 @@
+import { functionOf as functionIn, rewritten as rewrittenIn } from './step-text.js';
 import { statusIs } from '../sql.js';
 import groups from './004-groups.js';
 import finishFence from './007-finish-fence.js';
@@ -19,23 +20,8 @@ import finishFence from './007-finish-fence.js';
  *   the whole table to hash it), its children's turns worked out once (`MATERIALIZED`: a
  *   nested loop otherwise ran `round_base` for every child once per child).
  */
-/** `text` with each `from` (which it must hold exactly once) replaced by its `to`. */
-function rewritten(text: string, rewrites: [from: string, to: string][]): string {
-  let result = text;
-  for (const [from, to] of rewrites) {
-    if (result.split(from).length !== 2) throw new Error(`migration 015: expected one ${JSON.stringify(from)}`);
-    result = result.replace(from, to);
-  }
-  return result;
-}
-
-/** The text of one function an earlier step created or replaced, from its CREATE to its closing `$$;`. */
-function functionOf(step: string, create: string): string {
-  const start = step.indexOf(create);
-  const end = step.indexOf('\n$$;\n', start);
-  if (start < 0 || end < 0) throw new Error(`migration 015: no ${JSON.stringify(create)} in the step it rewrites`);
-  return step.slice(start, end + '\n$$;\n'.length);
-}
+const rewritten = (text: string, rewrites: [from: string, to: string][]) => rewrittenIn('015', text, rewrites);
+const functionOf = (step: string, create: string) => functionIn('015', step, create);
 
 const finish = rewritten(finishFence, [
   [

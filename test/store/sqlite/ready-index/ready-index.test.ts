@@ -13,6 +13,7 @@ function wire(id: string, payloadText = '{}'): JobWire {
     attempts: 0,
     maxAttempts: 3,
     snoozes: 0,
+    interruptions: 0,
     timeoutMs: 1000,
     backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' },
     progress: null,
