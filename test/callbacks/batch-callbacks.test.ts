@@ -9,7 +9,7 @@ import { startServer, type TestServer } from '../support/kiln.js';
 import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
 import { pollUntil } from '../support/poll.js';
 import { type Receiver, startReceiver, verifySignature } from '../support/receiver.js';
-import { claimJobs, completed, finishOne, newJob, rescueOnce } from '../support/store-fixtures.js';
+import { claimJobs, claimUnstarted, completed, finishOne, newJob, rescueOnce } from '../support/store-fixtures.js';
 
 /**
  * A batch's callback: one signed `batch.finished` delivery once every job of the batch is
@@ -151,7 +151,7 @@ describe('batch callbacks on PostgreSQL with several servers', () => {
     const jobs = Array.from({ length: JOBS }, () => newJob({ id: newJobId(), createdAt: Date.now(), batch: batch.id }));
     assert.equal((await a.insert(jobs, batch)).ok, true);
     // The dying server holds some under a short lease and never answers for them.
-    const held = await claimJobs(dying, 5, 'dying-server', 200);
+    const held = await claimUnstarted(dying, 5, 'dying-server', 200);
     assert.equal(held.length, 5);
     await dying.close();
     // The rest end on both servers at once.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   assertCountsExact,
-  claimOne,
+  claimOneUnstarted,
   finishOne,
   handlerError,
   insertOne,
@@ -29,7 +29,7 @@ export function interruptionsFacet(openStore: OpenStore): void {
       let now = T0;
 
       // Server 1 dies before the start of its attempt is recorded: given back, uncounted, interrupted once.
-      const first = await claimOne(store, 'server-1', 100);
+      const first = await claimOneUnstarted(store, 'server-1', 100);
       now += 101;
       clock.set(now);
       const [expired] = await store.expiredLeases(10);
@@ -40,7 +40,7 @@ export function interruptionsFacet(openStore: OpenStore): void {
       assert.equal(given.error, null);
 
       // Server 2 dies after its start was recorded: retried, counted, interrupted twice.
-      const second = await claimOne(store, 'server-2', 100);
+      const second = await claimOneUnstarted(store, 'server-2', 100);
       assert.equal(second.id, first.id);
       await startAttempts(store, [second], 'server-2');
       now += 101;
@@ -55,7 +55,7 @@ export function interruptionsFacet(openStore: OpenStore): void {
       // Server 3 dies too, before the start: the third interruption stops the job.
       now = (retried.runAt ?? now) + 1;
       clock.set(now);
-      const third = await claimOne(store, 'server-3', 100);
+      const third = await claimOneUnstarted(store, 'server-3', 100);
       assert.equal(third.attempts, 2);
       now += 101;
       clock.set(now);
@@ -83,21 +83,21 @@ export function interruptionsFacet(openStore: OpenStore): void {
     it("counts no interruption for the owner's own outcomes, and a retry by hand counts from zero again", async () => {
       const { store, clock } = await openStore();
       const job = await insertOne(store, { maxAttempts: 1 });
-      const attempt = await claimOne(store, 'server-1', 100);
+      const attempt = await claimOneUnstarted(store, 'server-1', 100);
       await startAttempts(store, [attempt], 'server-1');
       clock.set(T0 + 1);
       assert.ok(await finishOne(store, attempt, { kind: 'failed', error: handlerError(1), retryAt: null }, 'server-1'));
       assert.equal((await mustGet(store, job.id)).interruptions, 0);
 
       changes(await store.retry(job.id));
-      const rerun = await claimOne(store, 'server-2', 100);
+      const rerun = await claimOneUnstarted(store, 'server-2', 100);
       clock.set(T0 + 200);
       assert.equal(await rescueOnce(store), 1);
       const interrupted = await mustGet(store, job.id);
       assert.deepEqual([interrupted.status, interrupted.interruptions], ['queued', 1]);
       assert.equal(rerun.id, job.id);
 
-      const last = await claimOne(store, 'server-3', 100);
+      const last = await claimOneUnstarted(store, 'server-3', 100);
       await startAttempts(store, [last], 'server-3');
       clock.set(T0 + 201);
       assert.ok(await finishOne(store, last, { kind: 'failed', error: handlerError(1), retryAt: null }, 'server-3'));
@@ -105,12 +105,12 @@ export function interruptionsFacet(openStore: OpenStore): void {
       const reset = await mustGet(store, job.id);
       assert.deepEqual([reset.status, reset.attempts, reset.interruptions], ['queued', 0, 0]);
       clock.set(T0 + 202);
-      const after = await claimOne(store, 'server-4', 100);
+      const after = await claimOneUnstarted(store, 'server-4', 100);
       clock.set(T0 + 400);
       assert.equal(await rescueOnce(store), 1);
       const [listed] = [await mustGet(store, job.id)];
       assert.equal(listed.interruptions, 1, 'the servers before the retry are forgotten too');
-      const next = await claimOne(store, 'server-5', 100);
+      const next = await claimOneUnstarted(store, 'server-5', 100);
       assert.equal(next.id, after.id);
       clock.set(T0 + 600);
       const [expired] = await store.expiredLeases(10);
