@@ -57,10 +57,11 @@ export interface ThreadEnd {
 }
 
 /**
- * Messages queued or running per thread in use: one running and one waiting for the
- * first thread to come free (the queue's depth; see the dispatcher).
+ * The most messages queued or running per thread in use: one running and up to seven
+ * waiting for the first thread to come free (the dispatcher sizes the queue's depth by
+ * the jobs' run time, queueAhead in thread-sizing.ts).
  */
-export const LOOK_AHEAD_DEPTH = 2;
+export const LOOK_AHEAD_DEPTH = 8;
 
 /** How often, while messages are in flight, the main thread reads what the threads answered. */
 export const DRAIN_MS = 5;

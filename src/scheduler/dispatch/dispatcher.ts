@@ -10,7 +10,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
 import { JobLimits } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
-import { largestMeanMs, threadsFor } from './thread-sizing.js';
+import { largestMeanMs, queueAhead, threadsFor } from './thread-sizing.js';
 import { claimLimits } from './claim-limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
@@ -102,6 +102,8 @@ export class Dispatcher {
   /** Set while claims back off after a failure: changes do not claim then, the timer does. */
   #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
+  /** Messages queued ahead of each thread in use (queueAhead, from the jobs last claimed). */
+  #ahead = 1;
   #started = false;
   #paused = false;
   #stopped = false;
@@ -365,7 +367,7 @@ export class Dispatcher {
         // Recalled messages free their thread's place at once but keep their slot until
         // their thread gets to them: never post more messages than there are slots.
         const free = Math.min(
-          this.#pool.threadsInUse * LOOK_AHEAD_DEPTH - (this.#batches.size - this.#recalled),
+          this.#pool.threadsInUse * (1 + this.#ahead) - (this.#batches.size - this.#recalled),
           this.#pool.slots.available,
         );
         if (free <= 0) continue;
@@ -400,7 +402,7 @@ export class Dispatcher {
       }, waitMs);
       this.#claimRetryTimer.unref();
     } finally {
-      this.#wake.armDue(this.#batches.size - this.#recalled < this.#pool.threadsInUse * LOOK_AHEAD_DEPTH);
+      this.#wake.armDue(this.#batches.size - this.#recalled < this.#pool.threadsInUse * (1 + this.#ahead));
     }
   }
 
@@ -414,6 +416,9 @@ export class Dispatcher {
       this.#options.isolated?.(type) === true ? null : this.#micro.meanMs(type),
     );
     const wanted = threadsFor(meanMs, this.#options.threads, this.#options.mainMsPerJob);
+    const ahead = queueAhead(meanMs, LOOK_AHEAD_DEPTH - 1);
+    if (ahead > this.#ahead) this.#pumpAgain = true;
+    this.#ahead = ahead;
     if (wanted > this.#pool.threadsInUse) this.#pumpAgain = true;
     this.#pool.useThreads(wanted);
   }

@@ -11,6 +11,20 @@
 /** The main thread's CPU per job handed out, in ms (bench/README.md: main-thread CPU per noop job). */
 export const MAIN_MS_PER_JOB = 0.02;
 
+/** The work each thread has queued ahead of it, in ms: enough to cover a claim's round trip to the store and its commit. */
+export const AHEAD_MS = 10;
+
+/**
+ * Messages queued ahead of each thread for jobs whose mean run time is `meanMs` (null: not
+ * known yet): about AHEAD_MS of work, from one to `maxAhead`. Short jobs need several, or a
+ * thread runs dry while the next claim is committed; long ones need one, so a server does
+ * not hold work other servers could start.
+ */
+export function queueAhead(meanMs: number | null, maxAhead: number): number {
+  if (meanMs === null || meanMs <= 0) return 1;
+  return Math.min(maxAhead, Math.max(1, Math.ceil(AHEAD_MS / meanMs)));
+}
+
 /** Threads for jobs whose mean run time is `meanMs` (null: not known yet), out of `threads`. */
 export function threadsFor(meanMs: number | null, threads: number, mainMsPerJob = MAIN_MS_PER_JOB): number {
   if (meanMs === null) return threads;
