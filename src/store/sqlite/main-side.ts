@@ -3,7 +3,6 @@ import type { JobWire } from '../core/rows.js';
 import type { SqliteStoreOptions } from './store.js';
 import type { StoreListener } from '../store.js';
 import { ReadyIndex } from './ready-index/ready-index.js';
-import { FinishedReads } from './finished-reads.js';
 import { type Claim, StoreThreadClient } from './thread-client.js';
 
 /** A job this process runs: the copy a finish is built from, and its latest progress. */
@@ -23,8 +22,6 @@ export class MainSide {
   readonly index: ReadyIndex;
   readonly running = new Map<string, Running>();
   readonly listeners = new Set<StoreListener>();
-  /** The last reads of finished jobs (finished-reads.ts). */
-  readonly finished = new FinishedReads();
   readonly clock: () => number;
   readonly capacity: number;
   readonly thread: StoreThreadClient;
@@ -48,7 +45,6 @@ export class MainSide {
   }
 
   emit(id: string, type: string, status: JobStatus, job: () => Job): void {
-    this.finished.changed(id);
     for (const listener of this.listeners) listener({ kind: 'changed', id, type, status, job });
   }
 

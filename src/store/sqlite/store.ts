@@ -196,7 +196,6 @@ export class SqliteStore implements JobStore {
   async remove(id: string): Promise<'removed' | InvalidState | null> {
     const answer = await this.#thread.call({ op: 'remove', id });
     if (answer === null || 'invalidState' in answer) return answer;
-    this.#side.finished.changed(id);
     return 'removed';
   }
 
@@ -204,17 +203,14 @@ export class SqliteStore implements JobStore {
     return this.#thread.call({ op: 'setPaused', paused }).then(() => undefined);
   }
 
-  async purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
-    const purged = await this.#thread.call({ op: 'purge', status, olderThan: this.#side.clock() - ageMs, limit });
-    if (purged > 0) this.#side.finished.clear();
-    return purged;
+  purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
+    return this.#thread.call({ op: 'purge', status, olderThan: this.#side.clock() - ageMs, limit });
   }
 
   // ── reads ─────────────────────────────────────────────────────────────────
 
   async get(id: string): Promise<Job | null> {
-    const finished = this.#side.finished;
-    const wire = finished.get(id) ?? (await finished.read(id, () => this.#thread.call({ op: 'get', id })));
+    const wire = await this.#thread.call({ op: 'get', id });
     if (wire === null) return null;
     const job = jobFromWire(wire);
     const running = this.#side.running.get(id);
