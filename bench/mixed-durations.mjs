@@ -13,6 +13,7 @@
  *
  *   node bench/mixed-durations.mjs [--size tiny|full] [--runs N] [--threads N]
  */
+import { seededRandom } from './faults/lib/mixed-load.mjs';
 import { requestJson, waitUntilIdle } from './lib/kiln-client.mjs';
 import { startKiln } from './lib/processes.mjs';
 import {
@@ -83,21 +84,9 @@ await runBenchmark(NAME, async () => {
   });
 });
 
-/** A small seeded generator (mulberry32), so every run of a seed submits the same load. */
-function seeded(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Submits single jobs at exponential intervals averaging `rate` per second; answers their ids and kinds. */
 async function submitAtRate(base, rate, seconds, seed) {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const plan = [];
   for (let at = 0; at < seconds * 1000; at += (-Math.log(1 - random()) * 1000) / rate) {
     plan.push({ at, long: random() < LONG_SHARE });

@@ -140,6 +140,8 @@ export class WorkerPool {
   /** Messages each thread has started, by threadId. */
   readonly #startedBy = new Map<number, number>();
   #listener: DrainListener | null = null;
+  /** The threads' posted count at the last drain that read the ports. */
+  #postedRead = 0;
   #drainTimer: NodeJS.Timeout | null = null;
   #piscina: Piscina<ThreadLoop, never> | null;
   #channel: BroadcastChannel | null;
@@ -347,7 +349,12 @@ export class WorkerPool {
    */
   drain(): void {
     const started: number[] = [];
-    for (const loop of this.#loops.values()) this.#readPort(loop);
+    // Read before the ports: a message posted after it is read now or counted for the next drain.
+    const posted = this.#queue.postedCount;
+    if (posted !== this.#postedRead) {
+      this.#postedRead = posted;
+      for (const loop of this.#loops.values()) this.#readPort(loop);
+    }
     for (const [slot, flight] of this.#inFlight) {
       if (!flight.startSeen && this.slots.startedAt(slot) !== null) {
         flight.startSeen = true;

@@ -142,8 +142,8 @@ function lowerThreadPriority(nice: number): void {
  */
 export default async function runLoop(loop: ThreadLoop): Promise<never> {
   const port = loop.port;
-  const post = (message: LoopMessage) => port.postMessage(message);
   loopPort = port;
+  const post = postToMain;
   post({ kind: 'hello', threadId });
   if (data === null || slots === null || queue === null) throw new Error('the thread runs only inside the pool');
   const runnable = (slot: number) => slotPosted(slots, slot);
@@ -174,6 +174,12 @@ export default async function runLoop(loop: ThreadLoop): Promise<never> {
     if (!endSlot(slots, taken.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
     post(answer);
   }
+}
+
+/** Posts on the loop's port, and counts it so that the main thread's next drain reads the port. */
+function postToMain(message: LoopMessage): void {
+  loopPort?.postMessage(message);
+  queue?.posted();
 }
 
 async function runMessage(slot: number, attempts: ThreadAttempt[]): Promise<LoopMessage> {
@@ -411,7 +417,7 @@ function progressReporter(input: ThreadAttempt): TaskContext['progress'] {
       message: text,
     };
     // On the loop's port, ahead of the attempt's answer, so its last report is kept with the outcome.
-    if (loopPort !== null) loopPort.postMessage(report);
+    if (loopPort !== null) postToMain(report);
     else channel?.postMessage(report);
   };
 }

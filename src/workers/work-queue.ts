@@ -38,7 +38,9 @@ const HEAD = 1;
 const IN_USE = 2;
 /** Counts threads that found nothing to take; the main thread waits on it. */
 const DRY = 3;
-const CONTROL_WORDS = 4;
+/** Counts messages the threads posted on their ports: a drain reads the ports only when it moved. */
+const POSTED = 4;
+const CONTROL_WORDS = 5;
 
 const SLOT_MASK = 0x3fffffff;
 const ISOLATED = 0x40000000;
@@ -145,6 +147,11 @@ export class WorkQueue {
   get dryCount(): number {
     return Atomics.load(this.#control, DRY);
   }
+
+  /** Messages the threads posted on their ports so far. */
+  get postedCount(): number {
+    return Atomics.load(this.#control, POSTED);
+  }
 }
 
 /** A message a thread took: its slot and its text. */
@@ -167,6 +174,11 @@ export class WorkQueueReader {
     this.#ring = new Int32Array(buffers.ring);
     this.#lengths = new Int32Array(buffers.lengths);
     this.#texts = buffers.texts.map((buffer) => Buffer.from(buffer));
+  }
+
+  /** Counts a message this thread posted on its port (after posting it). */
+  posted(): void {
+    Atomics.add(this.#control, POSTED, 1);
   }
 
   /** Whether a thread in `seat` takes work now. */

@@ -214,30 +214,30 @@ export class KilnMetrics {
       },
     });
     const { taskTypes, runningByType, claimedByType } = source;
-    new Gauge({
-      name: 'kiln_task_claimed',
-      help: 'Attempts of each task type this server claimed that wait in its queue for a thread (not started).',
-      labelNames: ['type'],
-      registers,
-      collect() {
-        this.reset();
-        const claimed = claimedByType?.() ?? new Map<string, number>();
-        for (const type of taskTypes?.() ?? []) this.set({ type }, claimed.get(type) ?? 0);
-        for (const [type, n] of claimed) this.set({ type }, n);
-      },
-    });
-    new Gauge({
-      name: 'kiln_task_running',
-      help: 'Attempts of each task type this server runs now (their handler started).',
-      labelNames: ['type'],
-      registers,
-      collect() {
-        this.reset();
-        const running = runningByType?.() ?? new Map<string, number>();
-        for (const type of taskTypes?.() ?? []) this.set({ type }, running.get(type) ?? 0);
-        for (const [type, n] of running) this.set({ type }, n);
-      },
-    });
+    // Attempts by task type, every registered type shown (0 when it has none).
+    const byType = (name: string, help: string, read: (() => Map<string, number>) | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['type'],
+        registers,
+        collect() {
+          this.reset();
+          const counted = read?.() ?? new Map<string, number>();
+          for (const type of taskTypes?.() ?? []) this.set({ type }, counted.get(type) ?? 0);
+          for (const [type, n] of counted) this.set({ type }, n);
+        },
+      });
+    byType(
+      'kiln_task_claimed',
+      'Attempts of each task type this server claimed that wait in its queue for a thread (not started).',
+      claimedByType,
+    );
+    byType(
+      'kiln_task_running',
+      'Attempts of each task type this server runs now (their handler started).',
+      runningByType,
+    );
     this.#limited = new FastCounter({
       name: 'kiln_task_limited_total',
       help: "Claims that passed a job over because its type's limit held it back.",
