@@ -349,7 +349,7 @@ export class Submission {
       metrics.submitted(outcome.job.type);
       if (outcome.job.status === 'queued' && outcome.job.priority > best) best = outcome.job.priority;
     }
-    // Better work than what threads hold in look-ahead takes their place.
+    // Better work than the claimed messages no thread has started takes their place.
     if (best >= 0) this.#options.dispatcher.preempt(best);
     this.#options.dispatcher.pump();
   }

@@ -47,8 +47,8 @@ export class AttemptStarts {
   }
 
   /**
-   * The attempt's one timer, counted from when its thread started it: a look-ahead may
-   * wait for the message before it, so until it starts the timer only re-arms itself.
+   * The attempt's one timer, counted from when its thread started it: a claimed message
+   * waits in the work queue for a free thread, so until it starts the timer only re-arms itself.
    */
   timeout(batch: () => Batch, delayMs: number, timeoutMs: number): NodeJS.Timeout {
     return setTimeout(

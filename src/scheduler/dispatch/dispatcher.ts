@@ -56,13 +56,14 @@ export interface DispatcherOptions {
  * a slow job and priority order holds across batches. The price: a job that arrives
  * meanwhile waits for at most one running batch (≈ the budget) instead of one job.
  *
- * Look-ahead: each thread holds one message beyond the one it runs and starts it the
- * moment it finishes the one before, without waiting for this thread to win a core
- * (the hand-off gap). A look-ahead that has not started is taken back (recalled, no
- * thread terminated) when a better job arrives, so a new priority-9 job still waits
- * for at most one running attempt per thread: recalled jobs go back first in line.
- * Whether a message has started is one word of shared memory per message
- * (workers/slots.ts), which also tells, when a thread dies, which of its messages ran.
+ * The work queue (workers/work-queue.ts): claimed messages wait in shared memory, about
+ * 10 ms of work ahead of each thread (thread-sizing.ts, queueAhead), and the first thread
+ * to come free takes the oldest, without waiting for this thread to win a core. A claimed
+ * message not started is taken back (recalled, no thread terminated) when a better job
+ * arrives, so a new priority-9 job still waits for at most one running attempt per
+ * thread: recalled jobs go back first in line. Whether a message has started is one word
+ * of shared memory per message (workers/slots.ts), which also tells, when a thread dies,
+ * which message it ran.
  *
  * Starts are recorded: when a thread starts a message, its jobs' starts go to the store
  * with its next group of writes. An attempt counts against `maxAttempts` only once its
@@ -201,7 +202,7 @@ export class Dispatcher {
     this.#wake.stop();
     if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
     this.#claimRetryTimer = null;
-    // Look-aheads that have not started go back to the queue rather than wait for the grace.
+    // Claimed messages not started go back to the store's queue rather than wait for the grace.
     for (const batch of this.#batches) this.#recall(batch);
     if (this.#batches.size > this.#recalled) {
       await settleWithin(this.#whenIdle(), graceMs);
@@ -267,9 +268,9 @@ export class Dispatcher {
   }
 
   /**
-   * A job of `priority` became ready: take back every look-ahead of lower priority that
-   * has not started. Taking back only as many as there are new jobs is not enough: the
-   * first thread to come free would start its own look-ahead before the new job reached it.
+   * A job of `priority` became ready: take back every claimed message of lower priority
+   * that has not started. Taking back only as many as there are new jobs is not enough: the
+   * first thread to come free would start one of them before the new job reached it.
    */
   preempt(priority: number): void {
     let recalled = false;
@@ -303,14 +304,14 @@ export class Dispatcher {
     this.#micro.setSolo(id, false);
   }
 
-  /** Whether this job's attempt runs (or waits as a look-ahead) here now. */
+  /** Whether this job's attempt runs here now, or is claimed and waits for a thread. */
   runs(id: string): boolean {
     return this.#byJob.has(id);
   }
 
   /**
    * The store moved the job on (cancelled, its lease is gone, its claim was lost):
-   * stop its attempt: a look-ahead is taken back; a running message has its thread
+   * stop its attempt: a claimed message not started is taken back; a running message has its thread
    * terminated, except that a cancelled job inside a micro-batch only has its outcome
    * dropped.
    */
@@ -474,7 +475,7 @@ export class Dispatcher {
   }
 
   /**
-   * Take back a look-ahead its thread has not started; false if it has. Its jobs go
+   * Take back a claimed message no thread has started; false if one has. Its jobs go
    * back first in line at once: the slot guarantees the thread will skip them.
    */
   #recall(batch: Batch): boolean {

@@ -143,7 +143,7 @@ export function decideSnooze(
  * `process.kill` of its own) before its start is recorded would otherwise be given back
  * uncounted after every crash, for ever. So the rescue that makes `maxInterruptions`
  * (KILN_MAX_INTERRUPTIONS) fails the job for good (`too_many_interruptions`), whatever
- * attempts it has left. Otherwise: if its handler never started (a look-ahead claimed
+ * attempts it has left. Otherwise: if its handler never started (a job claimed
  * when its server died), the attempt is given back; else `interrupted`, retried after
  * backoff unless it was the last.
  */

@@ -46,7 +46,7 @@ export interface Allowance {
  * window with a start at or before c − perMs. A claim is allowed while fewer than `max`
  * attempts started after c − perMs — counting every claimed attempt whose start is not
  * known yet as inside the window. A token therefore comes back `perMs` after the start
- * it paid for. Attempts given back unstarted (a recalled look-ahead) pay nothing.
+ * it paid for. Attempts given back unstarted (a recalled claim) pay nothing.
  */
 export class TaskLimiter {
   readonly #types = new Map<string, TypeState>();
@@ -197,7 +197,7 @@ export class JobLimits {
     }
   }
 
-  /** Attempts of each group with limits running now (a look-ahead included). */
+  /** Attempts of each group with limits running now (claimed ones not started included). */
   runningByGroup(): Map<string, number> {
     const running = new Map<string, number>();
     for (const group of this.byGroup.limits().keys()) running.set(group, this.byGroup.usage(group).running);

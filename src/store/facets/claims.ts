@@ -19,7 +19,7 @@ export interface ClaimsFacet {
   heartbeat(owner: string, ids: string[], leaseMs: number): Promise<string[]>;
 
   /**
-   * Record that these attempts' handlers started (a look-ahead starts well after its
+   * Record that these attempts' handlers started (a claimed job may start well after its
    * claim): each job's `startedAt` becomes the time given, and a rescue of its lease
    * then counts the attempt. Fenced like a finish. Written with the store's next group
    * of writes, never on its own: callers need not wait (tests do, to know it is stored).
@@ -41,7 +41,7 @@ export interface ClaimsFacet {
   finish(items: FinishItem[]): Promise<(Finished | null)[]>;
 
   /**
-   * Give back claims whose attempts never started (a recalled look-ahead, a thread that
+   * Give back claims whose attempts never started (a recalled claim, a thread that
    * died before it got to them): each job is `queued` again, first in line among its
    * priority, its attempt not counted. Fenced like a finish.
    */
@@ -132,7 +132,7 @@ export interface FinishItem {
   outcome: AttemptOutcome;
   /** Rescue: applies only if the lease has run out by the store's clock. */
   expired?: boolean;
-  /** When the attempt really started, if later than its claim (a look-ahead waits for the one before it). */
+  /** When the attempt really started, if later than its claim (it waits in the work queue for a free thread). */
   startedAt?: number;
 }
 

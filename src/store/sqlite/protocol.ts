@@ -84,7 +84,7 @@ export interface FinishRow {
   owner: string;
   outcome: OutcomeRow;
   expired: boolean;
-  /** When the attempt really started (a look-ahead starts after its claim); null keeps the claim time. */
+  /** When the attempt really started (a claimed job starts when a thread is free); null keeps the claim time. */
   startedAt: number | null;
   /** The main thread has no copy of this job: answer it whole. */
   wantJob: boolean;
