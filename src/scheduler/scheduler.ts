@@ -142,13 +142,9 @@ export class Scheduler {
       threads: () => this.#pool.liveThreads,
       busyThreads: () => this.#dispatcher.busyThreads,
       taskTypes: () => this.#registry.list().map((task) => task.name),
-      runningByType: () => this.#dispatcher.attemptsBy('type', true),
-      claimedByType: () => this.#dispatcher.attemptsBy('type', false),
-      runningByGroup: () => {
-        const limited = this.#dispatcher.limits.runningByGroup();
-        const started = this.#dispatcher.attemptsBy('group', true);
-        return new Map([...limited.keys()].map((group) => [group, started.get(group) ?? 0]));
-      },
+      runningByType: () => this.#dispatcher.attemptsBy('type', 'started'),
+      claimedByType: () => this.#dispatcher.attemptsBy('type', 'waiting'),
+      runningByGroup: () => this.#dispatcher.startedByLimitedGroup(),
       paused: () => this.#dispatcher.paused,
       ...(cluster === null ? {} : { liveNodes: async () => (await cluster.nodes()).length }),
       stats: this.stats,

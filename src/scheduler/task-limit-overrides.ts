@@ -71,7 +71,7 @@ export class TaskLimitOverrides {
         task,
         override,
         effective,
-        running: dispatcher.runningByType().get(task.name) ?? 0,
+        running: dispatcher.attemptsBy('type', 'all').get(task.name) ?? 0,
         tokens: usage.tokens,
       };
     });

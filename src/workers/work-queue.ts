@@ -82,11 +82,6 @@ export class WorkQueue {
     Atomics.store(this.#control, IN_USE, threadsInUse);
   }
 
-  /** Messages published since the pool opened (the position the next one gets). */
-  get tail(): number {
-    return Atomics.load(this.#control, TAIL);
-  }
-
   /** Messages taken (started or skipped) since the pool opened. */
   get head(): number {
     return Atomics.load(this.#control, HEAD);

@@ -69,21 +69,29 @@ export async function startServer(
         { what: `job ${id} to finish`, deadlineMs: 120_000, everyMs: 0 },
       );
     },
-    whenStatus(id, status) {
-      return new Promise((resolve, reject) => {
-        const unsubscribe = kiln.scheduler.events.subscribe(id, (job) => {
-          if (job?.status === status) {
-            unsubscribe();
-            resolve(job);
-          }
+    async whenStatus(id, status) {
+      // The event is the signal; reads of the job back it up, so that news the bus delivered
+      // before the subscription is not waited for for ever, and a job that never gets there
+      // fails the test with what it read.
+      let unsubscribe = () => {};
+      let done = false;
+      const heard = new Promise<Job>((resolve) => {
+        unsubscribe = kiln.scheduler.events.subscribe(id, (job) => {
+          if (job?.status === status) resolve(job);
         });
-        kiln.scheduler.get(id).then((job) => {
-          if (job?.status === status) {
-            unsubscribe();
-            resolve(job);
-          }
-        }, reject);
       });
+      const read = pollUntil(
+        async () => (done ? null : kiln.scheduler.get(id)),
+        (job) => done || job?.status === status,
+        { what: `job ${id} to be ${status}`, deadlineMs: 60_000 },
+      );
+      try {
+        return (await Promise.race([heard, read.then((job) => job as Job)])) as Job;
+      } finally {
+        done = true;
+        unsubscribe();
+        await read.catch(() => undefined);
+      }
     },
     async whenHeld(id, held = true) {
       await pollUntil(

@@ -10,6 +10,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
 import { JobLimits } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
+import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
 import { largestMeanMs, queueAhead, threadsFor } from './thread-sizing.js';
 import { claimLimits } from './claim-limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
@@ -241,30 +242,18 @@ export class Dispatcher {
 
   /** Threads running a message now. */
   get busyThreads(): number {
-    let busy = 0;
-    for (const batch of this.#batches) if (this.#startedBatch(batch)) busy += 1;
-    return Math.min(this.#options.threads, busy);
+    return busyThreads(this.#batches, this.#options.threads, (slot) => this.#pool.slots.startedAt(slot));
   }
 
-  /** A thread started it, and it has not settled. */
-  #startedBatch(batch: Batch): boolean {
-    return !batch.recalled && this.#pool.slots.startedAt(batch.slot) !== null;
+  /** Attempts this server holds by task type or group (held-attempts.ts). */
+  attemptsBy(by: 'type' | 'group', held: Held): Map<string, number> {
+    return attemptsBy(this.#batches, by, held, (slot) => this.#pool.slots.startedAt(slot));
   }
 
-  /**
-   * Attempts here by task type (`by: 'type'`) or group, those a thread started
-   * (`started`), or those claimed and waiting in the queue for a thread (`!started`).
-   */
-  attemptsBy(by: 'type' | 'group', started: boolean): Map<string, number> {
-    const counted = new Map<string, number>();
-    for (const batch of this.#batches) {
-      if (batch.recalled || this.#startedBatch(batch) !== started) continue;
-      for (const job of batch.jobs) {
-        const key = by === 'type' ? job.type : job.group;
-        if (key !== null) counted.set(key, (counted.get(key) ?? 0) + 1);
-      }
-    }
-    return counted;
+  /** Attempts of each group with limits that a thread started here (kiln_group_running). */
+  startedByLimitedGroup(): Map<string, number> {
+    const started = this.attemptsBy('group', 'started');
+    return new Map([...this.limits.runningByGroup().keys()].map((group) => [group, started.get(group) ?? 0]));
   }
 
   /**
@@ -422,16 +411,6 @@ export class Dispatcher {
     this.#ahead = ahead;
     if (wanted > this.#pool.threadsInUse) this.#pumpAgain = true;
     this.#pool.useThreads(wanted);
-  }
-
-  /** Attempts of each type this server holds now, started or waiting for a thread (task limits count both). */
-  runningByType(): Map<string, number> {
-    const running = new Map<string, number>();
-    for (const batch of this.#batches) {
-      if (batch.recalled) continue;
-      for (const job of batch.jobs) running.set(job.type, (running.get(job.type) ?? 0) + 1);
-    }
-    return running;
   }
 
   #run(jobs: ClaimedJob[]): void {
