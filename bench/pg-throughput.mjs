@@ -11,7 +11,9 @@
  * from a producer process, and a worker process (concurrency 24, local queue of 500,
  * batched completions: graphile-worker's own performance-test settings) with an
  * in-process no-op task; first add → last completion committed. The order of the three
- * rotates from run to run. Nothing is pinned: the server, PostgreSQL and the load
+ * rotates from run to run. For each, what the database server spent per job over the
+ * measured span (lib/pg-cost.mjs: WAL bytes, its processes' CPU, rows and index entries
+ * written, commits), and Kiln's ratios to graphile-worker's. Nothing is pinned: the server, PostgreSQL and the load
  * generator share the cores, as graphile-worker's two processes and PostgreSQL do.
  *
  *   node bench/pg-throughput.mjs [--size tiny|full] [--runs N] [--threads N] [--cpu-prof]
@@ -28,6 +30,7 @@ import {
   serverSettings,
   withPg,
 } from './lib/postgres.mjs';
+import { pgCostMark, pgCostSince } from './lib/pg-cost.mjs';
 import { startKiln } from './lib/processes.mjs';
 import { benchOptions, formatSummary, printTable, runBenchmark, summarize, writeResult } from './lib/report.mjs';
 
@@ -48,13 +51,63 @@ async function kilnRun(total, threads, options, { analyze }) {
       const warm = await warmKiln(server, NOOP, threads * 4);
       if (analyze) await withPg((client) => client.query(`ANALYZE "${schema}".jobs`));
       const load = { total, job: NOOP, mode: 'batch', batchSize: 100, concurrency: 8 };
-      return await measureKilnRun(server, load, { completedBefore: warm });
+      const mark = await pgCostMark();
+      const run = await measureKilnRun(server, load, { completedBefore: warm });
+      return { ...run, database: await pgCostSince(mark, total) };
     } finally {
       await server.stop();
     }
   } finally {
     await dropSchema(schema);
   }
+}
+
+/** What the database spent per job, by system (lib/pg-cost.mjs), and Kiln's ratios to graphile-worker. */
+const DATABASE_MEASURES = {
+  walBytesPerJob: 'WAL bytes',
+  cpuUsPerJob: 'PostgreSQL CPU µs',
+  commitsPerJob: 'commits',
+  heapInsertsPerJob: 'rows inserted',
+  heapUpdatesPerJob: 'rows updated (not HOT)',
+  heapHotUpdatesPerJob: 'rows updated (HOT)',
+  heapDeletesPerJob: 'rows deleted',
+  heapLocksPerJob: 'rows locked',
+  indexInsertsPerJob: 'index entries inserted',
+};
+const SYSTEMS = { kilnFresh: 'kiln, fresh schema', kilnAnalyzed: 'kiln, analyzed', graphile: 'graphile-worker' };
+
+function databaseFigures(runs, of) {
+  const figures = {};
+  for (const system of Object.keys(SYSTEMS)) {
+    for (const measure of Object.keys(DATABASE_MEASURES)) {
+      if (runs.some((r) => r[system].database[measure] === null)) continue;
+      figures[`${system}Db_${measure}`] = of((r) => r[system].database[measure]);
+      if (system !== 'graphile' && (measure === 'walBytesPerJob' || measure === 'cpuUsPerJob')) {
+        figures[`${system}DbToGraphile_${measure}`] = of(
+          (r) => r[system].database[measure] / r.graphile.database[measure],
+        );
+      }
+    }
+  }
+  return figures;
+}
+
+function printDatabaseTable(figures, runs) {
+  const rows = Object.entries(DATABASE_MEASURES)
+    .filter(([measure]) => figures[`graphileDb_${measure}`] !== undefined)
+    .map(([measure, label]) => [
+      label,
+      ...Object.keys(SYSTEMS).map((system) => formatSummary(figures[`${system}Db_${measure}`], 2)),
+      ...['kilnFresh', 'kilnAnalyzed'].map((system) => {
+        const ratio = figures[`${system}DbToGraphile_${measure}`];
+        return ratio === undefined ? '' : formatSummary(ratio, 2);
+      }),
+    ]);
+  printTable(
+    `What the database spent per job (the whole server, first request → last completion; median (min–max) of ${runs} run(s))`,
+    ['per job', ...Object.values(SYSTEMS), 'fresh ÷ gw', 'analyzed ÷ gw'],
+    rows,
+  );
 }
 
 await runBenchmark(NAME, async () => {
@@ -85,7 +138,7 @@ await runBenchmark(NAME, async () => {
     const measurements = {
       fresh: () => kilnRun(total, threads, options, { analyze: false }),
       analyzed: () => kilnRun(total, threads, options, { analyze: true }),
-      graphile: () => measureGraphileRun({ total, workerConcurrency: GRAPHILE_CONCURRENCY }),
+      graphile: () => measureGraphileRun({ total, workerConcurrency: GRAPHILE_CONCURRENCY, meter: true }),
     };
     const names = Object.keys(measurements);
     const order = names.map((_, i) => names[(i + run - 1) % names.length]);
@@ -117,6 +170,7 @@ await runBenchmark(NAME, async () => {
     kilnAnalyzedSubmitMs: of((r) => r.kilnAnalyzed.submitMs),
     graphileSubmitMs: of((r) => r.graphile.submitMs),
     kilnFreshLagP99Ms: of((r) => r.kilnFresh.eventLoopLag.p99Ms),
+    ...databaseFigures(runs, of),
     kilnAnalyzedLagP99Ms: of((r) => r.kilnAnalyzed.eventLoopLag.p99Ms),
   };
   printTable(
@@ -140,6 +194,7 @@ await runBenchmark(NAME, async () => {
       ['graphile-worker', formatSummary(figures.graphilePerSecond), '1', formatSummary(figures.graphileSubmitMs), '—'],
     ],
   );
+  printDatabaseTable(figures, options.runs);
   const path = writeResult(NAME, { size: options.size, variant: options.variant, parameters, figures, runs });
   console.log(`wrote ${path}`);
 });
