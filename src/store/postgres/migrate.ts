@@ -16,6 +16,7 @@ import trace from './migrations/013-trace.js';
 import typeGroup from './migrations/014-type-group.js';
 import fenceById from './migrations/015-fence-by-id.js';
 import interruptions from './migrations/016-interruptions.js';
+import lighterWrites from './migrations/017-lighter-writes.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -48,6 +49,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 14, name: 'type-group', sql: typeGroup },
   { version: 15, name: 'fence-by-id', sql: fenceById },
   { version: 16, name: 'interruptions', sql: interruptions },
+  { version: 17, name: 'lighter-writes', sql: lighterWrites },
 ];
 
 /** Every step's version, in order. */
