@@ -17,15 +17,8 @@ import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
 function insertStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
-  return {
-    /**
-     * One statement for a whole request (without idempotency keys or outside parents):
-     * admission against the counted pending jobs, the rows, their dependency edges.
-     * With a batch ($27, made at $28, callback $29, trace context $31), its row, counting the jobs inserted and those of
-     * them not terminal (core/batches.ts says the same for SQLite).
-     * Answers the pending count and one row per inserted job (none when the queue is full).
-     */
-    insert: prepared(`
+  /** The insert of a whole request; `keyed`: some of its jobs carry idempotency keys. */
+  const insertText = (keyed: boolean) => `
 WITH pending AS (SELECT coalesce(sum(n), 0)::bigint AS n FROM ${s}.counts WHERE status IN ${PENDING_SQL}),
 i AS (
   SELECT i.*, coalesce(i.run_at > ${now}, false) AS due_later FROM unnest(
@@ -56,7 +49,7 @@ ins AS (
     dedupe_key, group_key, coalesce(turns.round, 0), i.schedule, i.callback, $27::uuid, i.trace
   FROM i LEFT JOIN turns ON turns.ord = i.ord WHERE $18 = 0 OR (SELECT n FROM pending) + $18 <= $19
   ORDER BY i.ord
-  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  ${keyed ? 'ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING' : ''}
   RETURNING id::text AS id, status, run_at, ready_at, finished_at),
 deps AS (
   INSERT INTO ${s}.job_deps (child, parent, position)
@@ -68,7 +61,22 @@ b AS (
   SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text,
     $31::text
   FROM open WHERE $27::uuid IS NOT NULL AND ($18 = 0 OR (SELECT n FROM pending) + $18 <= $19))
-SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`),
+SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
+  return {
+    /**
+     * One statement for a whole request (without idempotency keys or outside parents):
+     * admission against the counted pending jobs, the rows, their dependency edges.
+     * With a batch ($27, made at $28, callback $29, trace context $31), its row, counting the jobs inserted and those of
+     * them not terminal (core/batches.ts says the same for SQLite).
+     * Answers the pending count and one row per inserted job (none when the queue is full).
+     */
+    insert: prepared(insertText(true)),
+    /**
+     * The same for jobs without idempotency keys: a plain insert, where `ON CONFLICT` makes
+     * each row a speculative insert (its own confirmation record in the WAL, a check of the
+     * unique index) although no NULL key can conflict.
+     */
+    insertKeyless: prepared(insertText(false)),
     /** Locked like outside parents: a later item of the batch may depend on the job a key replays. */
     byKeys: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE idempotency_key = ANY($1::text[]) FOR SHARE`,
     /** Unfinished jobs holding dedupe keys ($1), locked like outside parents. */
@@ -174,7 +182,7 @@ export class PgInsert {
       run_at: number | null;
       ready_at: number | null;
       finished_at: number | null;
-    }>(client, this.#sql.insert, [
+    }>(client, keys.length > 0 ? this.#sql.insert : this.#sql.insertKeyless, [
       column((e) => e.job.id),
       column((e) => e.job.type),
       column((e) => e.decided),
