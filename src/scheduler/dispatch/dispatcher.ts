@@ -111,6 +111,8 @@ export class Dispatcher {
   #stopped = false;
   #pumping = false;
   #pumpAgain = false;
+  /** The best priority that became ready while a claim was under way (null: none). */
+  #betterDuringClaim: number | null = null;
   #idleWaiters: Array<() => void> = [];
   #messagesSent = 0;
   #attemptsSent = 0;
@@ -262,11 +264,19 @@ export class Dispatcher {
    * first thread to come free would start one of them before the new job reached it.
    */
   preempt(priority: number): void {
+    // A claim under way may bring jobs of lower priority that were not here to recall: they
+    // are taken back as soon as it answers (#pumpLoop).
+    if (this.#pumping) this.#betterDuringClaim = Math.max(this.#betterDuringClaim ?? priority, priority);
+    if (this.#recallBelow(priority)) this.pump();
+  }
+
+  /** Takes back every claimed message below `priority` that has not started; answers whether any was. */
+  #recallBelow(priority: number): boolean {
     let recalled = false;
     for (const batch of this.#batches) {
       if (!batch.recalled && batch.priority < priority && this.#recall(batch)) recalled = true;
     }
-    if (recalled) this.pump();
+    return recalled;
   }
 
   /**
@@ -354,15 +364,11 @@ export class Dispatcher {
       do {
         this.#pumpAgain = false;
         if (this.#paused || this.#stopped) return;
-        // Recalled messages free their thread's place at once but keep their slot until
-        // their thread gets to them: never post more messages than there are slots.
-        const free = Math.min(
-          this.#pool.threadsInUse * (1 + this.#ahead) - (this.#batches.size - this.#recalled),
-          this.#pool.slots.available,
-        );
+        const free = this.#room();
         if (free <= 0) continue;
         if (this.#leases.behind || this.#outcomes.unwritten.size > 0) await this.catchUp();
         const limits = claimLimits(this.limits, () => this.#options.taskTypes?.() ?? []);
+        this.#betterDuringClaim = null;
         const batches = await this.#store.claim({
           owner: this.owner,
           leaseMs: this.#options.leaseMs,
@@ -380,6 +386,8 @@ export class Dispatcher {
           return;
         }
         for (const jobs of batches) this.#run(jobs);
+        if (this.#betterDuringClaim !== null && this.#recallBelow(this.#betterDuringClaim)) this.#pumpAgain = true;
+        this.#betterDuringClaim = null;
         if (batches.length > 0) this.#sizeThreads(batches);
         if (batches.length === free) this.#pumpAgain = true;
       } while (this.#pumpAgain);
@@ -392,8 +400,25 @@ export class Dispatcher {
       }, waitMs);
       this.#claimRetryTimer.unref();
     } finally {
-      this.#wake.armDue(this.#batches.size - this.#recalled < this.#pool.threadsInUse * (1 + this.#ahead));
+      this.#wake.armDue(this.#room() > 0);
     }
+  }
+
+  /**
+   * How many messages a claim may ask for now. Every thread in use has one running and
+   * `ahead` queued at most. Recalled messages free their thread's place at once but keep
+   * their slot until their thread gets to them: never more messages than there are slots.
+   * While every thread has a message, the queue is refilled only once half of what it
+   * holds ahead has been taken: a claim that waits for its commit then brings several
+   * messages, not one per job that ends (each a commit of its own), and the half left
+   * ahead still covers that commit.
+   */
+  #room(): number {
+    const threads = this.#pool.threadsInUse;
+    const held = this.#batches.size - this.#recalled;
+    const free = Math.min(threads * (1 + this.#ahead) - held, this.#pool.slots.available);
+    if (held >= threads && free < Math.ceil((threads * this.#ahead) / 2)) return 0;
+    return free;
   }
 
   /**
