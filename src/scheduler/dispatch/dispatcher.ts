@@ -58,7 +58,8 @@ export interface DispatcherOptions {
  * meanwhile waits for at most one running batch (≈ the budget) instead of one job.
  *
  * The work queue (workers/work-queue.ts): claimed messages wait in shared memory, about
- * 10 ms of work ahead of each thread (thread-sizing.ts, queueAhead), and the first thread
+ * 10 ms of work ahead of each thread (thread-sizing.ts, queueAhead; refilled once half of it
+ * has been taken, #room), and the first thread
  * to come free takes the oldest, without waiting for this thread to win a core. A claimed
  * message not started is taken back (recalled, no thread terminated) when a better job
  * arrives, so a new priority-9 job still waits for at most one running attempt per
