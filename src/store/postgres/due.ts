@@ -13,9 +13,10 @@ function dueStatements(schema: string) {
 WITH due AS MATERIALIZED (
   SELECT id, priority, group_key, run_at FROM ${s}.jobs WHERE status IN ('scheduled', 'retrying') AND run_at <= ${now}
   ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED),
+${ROUND_BASES(s, 'due')},
 turns AS (
   SELECT d.id, b.base + row_number() OVER (PARTITION BY d.priority, d.group_key ORDER BY d.run_at, d.id) - 1 AS round
-  FROM due d JOIN ${ROUND_BASES(s, 'due')} AS b ON b.priority = d.priority AND b.group_key IS NOT DISTINCT FROM d.group_key),
+  FROM due d JOIN bases b ON b.priority = d.priority AND b.group_key IS NOT DISTINCT FROM d.group_key),
 promoted AS (
   UPDATE ${s}.jobs j SET status = 'queued', ready_at = j.run_at, ready_seq = nextval('${s}.ready_order'), run_at = NULL,
     round = turns.round

@@ -28,10 +28,10 @@ i AS (
     AS i(id, type, decided, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,
          backoff_factor, backoff_max_ms, backoff_jitter, idempotency_key, depends_on, metadata, run_at,
          created_at, dedupe_key, group_key, schedule, callback, trace, ord)),
+${ROUND_BASES(s, "i WHERE decided = 'ready' AND NOT due_later")},
 turns AS (
   SELECT q.ord, b.base + row_number() OVER (PARTITION BY q.priority, q.group_key ORDER BY q.ord) - 1 AS round
-  FROM i q JOIN ${ROUND_BASES(s, "i WHERE decided = 'ready' AND NOT due_later")} AS b
-    ON b.priority = q.priority AND b.group_key IS NOT DISTINCT FROM q.group_key
+  FROM i q JOIN bases b ON b.priority = q.priority AND b.group_key IS NOT DISTINCT FROM q.group_key
   WHERE q.decided = 'ready' AND NOT q.due_later),
 ins AS (
   INSERT INTO ${s}.jobs (id, type, status, priority, payload, error, max_attempts, timeout_ms, backoff_initial_ms,

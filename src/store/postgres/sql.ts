@@ -52,9 +52,14 @@ export function inLine(a: LinePlace, b: LinePlace): number {
   return b.priority - a.priority || a.round - b.round || a.readyAt - b.readyAt || a.seq - b.seq;
 }
 
-/** The first round of each (priority, group) among the rows `from` names, one probe each. */
+/**
+ * The first round of each (priority, group) among the rows `from` names, one probe each:
+ * a materialized CTE named `bases`. Joined as a sub-select, the planner pulls it up into
+ * the join or runs it again for each joined row, and the function with it (an insert of
+ * 100 jobs of one group: 100 probes, 0.7 to 2 ms, against one).
+ */
 export const ROUND_BASES = (s: string, from: string) =>
-  `(SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
+  `bases AS MATERIALIZED (SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
     FROM (SELECT DISTINCT priority, group_key FROM ${from}) g)`;
 
 /**
