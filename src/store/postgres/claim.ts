@@ -57,20 +57,22 @@ export function claimStatements(schema: string) {
   /**
    * The chosen candidates ($2) become running under the owner's lease ($1, $3 ms): the CTEs
    * `picked`, `claimed`. Candidates are locked by the statements that chose them; should one
-   * not be, one another claim holds is skipped, never waited for.
+   * not be, one another claim holds is skipped, never waited for. The rows are updated by
+   * their ids as an array, as the plain claim's are: joined to `picked`, the planner, which
+   * counts a few rows for the status fence, hashed a scan of the whole table for each claim.
    */
   const claimChosen = `
 WITH picked AS MATERIALIZED (
-  SELECT r.id, r.previous_start FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
-    SELECT j.id, j.status, j.started_at AS previous_start FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1
+  SELECT r.id FROM unnest($2::uuid[]) AS i(id) CROSS JOIN LATERAL (
+    SELECT j.id, j.status FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1
     FOR UPDATE SKIP LOCKED) r
   WHERE r.status = 'queued'),
 claimed AS (
   UPDATE ${s}.jobs j SET status = 'running', attempts = j.attempts + 1, started_at = ${now},
     prior_started_at = j.started_at, attempt_started = false, lease_owner = $1,
     lease_expires_at = ${now} + $3, progress = NULL, run_at = NULL
-  FROM picked WHERE j.id = picked.id AND ${statusIs('j', 'queued')}
-  RETURNING picked.previous_start, j.ready_seq, j.round, ${prefixed('j')})`;
+  WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND ${statusIs('j', 'queued')}
+  RETURNING j.prior_started_at AS previous_start, j.ready_seq, j.round, ${prefixed('j')})`;
   return {
     /**
      * The claim: the best queued jobs in index order ($2 of them), skipping rows other
