@@ -17,6 +17,7 @@ import typeGroup from './migrations/014-type-group.js';
 import fenceById from './migrations/015-fence-by-id.js';
 import interruptions from './migrations/016-interruptions.js';
 import lighterWrites from './migrations/017-lighter-writes.js';
+import finishWithoutDependents from './migrations/018-finish-without-dependents.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -50,6 +51,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 15, name: 'fence-by-id', sql: fenceById },
   { version: 16, name: 'interruptions', sql: interruptions },
   { version: 17, name: 'lighter-writes', sql: lighterWrites },
+  { version: 18, name: 'finish-without-dependents', sql: finishWithoutDependents },
 ];
 
 /** Every step's version, in order. */
