@@ -18,6 +18,7 @@ import fenceById from './migrations/015-fence-by-id.js';
 import interruptions from './migrations/016-interruptions.js';
 import lighterWrites from './migrations/017-lighter-writes.js';
 import finishWithoutDependents from './migrations/018-finish-without-dependents.js';
+import batchCounts from './migrations/019-batch-counts.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -52,6 +53,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 16, name: 'interruptions', sql: interruptions },
   { version: 17, name: 'lighter-writes', sql: lighterWrites },
   { version: 18, name: 'finish-without-dependents', sql: finishWithoutDependents },
+  { version: 19, name: 'batch-counts', sql: batchCounts },
 ];
 
 /** Every step's version, in order. */
