@@ -11,7 +11,7 @@ import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
 import { JobLimits } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
 import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
-import { largestMeanMs, queueAhead, threadsFor } from './thread-sizing.js';
+import { largestMeanMs, WorkAhead } from './thread-sizing.js';
 import { claimLimits } from './claim-limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
@@ -58,8 +58,8 @@ export interface DispatcherOptions {
  * meanwhile waits for at most one running batch (≈ the budget) instead of one job.
  *
  * The work queue (workers/work-queue.ts): claimed messages wait in shared memory, about
- * 10 ms of work ahead of each thread (thread-sizing.ts, queueAhead; refilled once half of it
- * has been taken, #room), and the first thread
+ * 10 ms of work ahead of each thread (thread-sizing.ts: queueAhead, and WorkAhead, which
+ * refills it once half has been taken), and the first thread
  * to come free takes the oldest, without waiting for this thread to win a core. A claimed
  * message not started is taken back (recalled, no thread terminated) when a better job
  * arrives, so a new priority-9 job still waits for at most one running attempt per
@@ -105,8 +105,7 @@ export class Dispatcher {
   /** Set while claims back off after a failure: changes do not claim then, the timer does. */
   #claimRetryTimer: NodeJS.Timeout | null = null;
   #recalled = 0;
-  /** Messages queued ahead of each thread in use (queueAhead, from the jobs last claimed). */
-  #ahead = 1;
+  readonly #workAhead: WorkAhead;
   #started = false;
   #paused = false;
   #stopped = false;
@@ -122,6 +121,11 @@ export class Dispatcher {
     this.#options = options;
     this.#store = options.store;
     this.#pool = options.pool;
+    this.#workAhead = new WorkAhead(options.pool, {
+      threads: options.threads,
+      maxAhead: LOOK_AHEAD_DEPTH - 1,
+      mainMsPerJob: options.mainMsPerJob,
+    });
     this.#metrics = options.metrics;
     this.#random = options.random ?? Math.random;
     this.#micro = new MicroBatching(options.microBatch ?? {});
@@ -405,38 +409,17 @@ export class Dispatcher {
     }
   }
 
-  /**
-   * How many messages a claim may ask for now. Every thread in use has one running and
-   * `ahead` queued at most. Recalled messages free their thread's place at once but keep
-   * their slot until their thread gets to them: never more messages than there are slots.
-   * While every thread has a message, the queue is refilled only once half of what it
-   * holds ahead has been taken: a claim that waits for its commit then brings several
-   * messages, not one per job that ends (each a commit of its own), and the half left
-   * ahead still covers that commit.
-   */
+  /** How many messages a claim may bring now (thread-sizing.ts, WorkAhead). */
   #room(): number {
-    const threads = this.#pool.threadsInUse;
-    const held = this.#batches.size - this.#recalled;
-    const free = Math.min(threads * (1 + this.#ahead) - held, this.#pool.slots.available);
-    if (held >= threads && free < Math.ceil((threads * this.#ahead) / 2)) return 0;
-    return free;
+    return this.#workAhead.room(this.#batches.size - this.#recalled);
   }
 
-  /**
-   * Threads sized to the jobs just claimed (thread-sizing.ts): as many as the largest
-   * of them calls for. More threads come into use with the next claim, fewer as the
-   * messages on the others end.
-   */
+  /** Threads and the work ahead of them sized to the jobs just claimed (thread-sizing.ts). */
   #sizeThreads(batches: ClaimedJob[][]): void {
     const meanMs = largestMeanMs(batches, (type) =>
       this.#options.isolated?.(type) === true ? null : this.#micro.meanMs(type),
     );
-    const wanted = threadsFor(meanMs, this.#options.threads, this.#options.mainMsPerJob);
-    const ahead = queueAhead(meanMs, LOOK_AHEAD_DEPTH - 1);
-    if (ahead > this.#ahead) this.#pumpAgain = true;
-    this.#ahead = ahead;
-    if (wanted > this.#pool.threadsInUse) this.#pumpAgain = true;
-    this.#pool.useThreads(wanted);
+    if (this.#workAhead.sizeTo(meanMs)) this.#pumpAgain = true;
   }
 
   #run(jobs: ClaimedJob[]): void {

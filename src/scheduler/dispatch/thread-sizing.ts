@@ -49,3 +49,59 @@ export function largestMeanMs(
   }
   return largest;
 }
+
+/** What of the pool the work ahead is sized against. */
+export interface SizedPool {
+  /** Threads that take work. */
+  readonly threadsInUse: number;
+  /** Message slots free in the work queue. */
+  readonly slots: { readonly available: number };
+  useThreads(count: number): void;
+}
+
+/**
+ * How many threads take work and how many claimed messages wait ahead of them: sized
+ * after each claim to the jobs it brought (threadsFor, queueAhead), and asked before each
+ * claim how many messages it may bring.
+ */
+export class WorkAhead {
+  readonly #pool: SizedPool;
+  readonly #options: { threads: number; maxAhead: number; mainMsPerJob?: number | undefined };
+  /** Messages queued ahead of each thread in use (queueAhead, from the jobs last claimed). */
+  #ahead = 1;
+
+  constructor(pool: SizedPool, options: { threads: number; maxAhead: number; mainMsPerJob?: number | undefined }) {
+    this.#pool = pool;
+    this.#options = options;
+  }
+
+  /**
+   * How many messages a claim may bring now, with `held` claimed here and not ended (recalled
+   * ones aside). Every thread in use has one running and `ahead` queued at most. Recalled
+   * messages free their thread's place at once but keep their slot until their thread gets
+   * to them: never more messages than there are slots. While every thread has a message,
+   * the queue is refilled only once half of what it holds ahead has been taken: a claim
+   * that waits for its commit then brings several messages, not one per job that ends
+   * (each a commit of its own), and the half left ahead still covers that commit.
+   */
+  room(held: number): number {
+    const threads = this.#pool.threadsInUse;
+    const free = Math.min(threads * (1 + this.#ahead) - held, this.#pool.slots.available);
+    if (held >= threads && free < Math.ceil((threads * this.#ahead) / 2)) return 0;
+    return free;
+  }
+
+  /**
+   * Threads and depth sized to the largest mean run time among the jobs just claimed (null:
+   * not known). More threads come into use with the next claim, fewer as the messages on
+   * the others end. Answers whether there is more room than before (a claim should follow).
+   */
+  sizeTo(meanMs: number | null): boolean {
+    const wanted = threadsFor(meanMs, this.#options.threads, this.#options.mainMsPerJob);
+    const ahead = queueAhead(meanMs, this.#options.maxAhead);
+    const more = ahead > this.#ahead || wanted > this.#pool.threadsInUse;
+    this.#ahead = ahead;
+    this.#pool.useThreads(wanted);
+    return more;
+  }
+}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
-import { MAIN_MS_PER_JOB, threadsFor } from '../../../src/scheduler/dispatch/thread-sizing.js';
+import { MAIN_MS_PER_JOB, threadsFor, WorkAhead } from '../../../src/scheduler/dispatch/thread-sizing.js';
 import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
 import { SqliteStore } from '../../../src/store/sqlite/store.js';
 import type { NewJob } from '../../../src/contract/job.js';
@@ -11,6 +11,46 @@ import { silentLog } from '../../../src/fault-log.js';
 import { fixtureTasksDir } from '../../support/paths.js';
 import { pollUntil } from '../../support/poll.js';
 import { insertOk, newJob } from '../../support/store-fixtures.js';
+
+describe('WorkAhead', () => {
+  /** The pool's side as WorkAhead reads it: threads in use and free slots. */
+  const poolOf = (threads: number, slots = 1000) => ({
+    threadsInUse: threads,
+    slots: { available: slots },
+    useThreads(count: number) {
+      this.threadsInUse = count;
+    },
+  });
+
+  it('sizes the work ahead to about 10 ms a thread and refills it once half is taken', () => {
+    const pool = poolOf(1);
+    const ahead = new WorkAhead(pool, { threads: 2, maxAhead: 7 });
+    assert.equal(ahead.sizeTo(2), true, 'two threads and five messages ahead each: room for more');
+    assert.equal(pool.threadsInUse, 2);
+    // 2 threads × (1 running + 5 ahead) = 12 messages at most.
+    assert.equal(ahead.room(0), 12);
+    assert.equal(ahead.room(11), 0, 'one taken of ten ahead: not refilled yet');
+    assert.equal(ahead.room(8), 0, 'four taken');
+    assert.equal(ahead.room(7), 5, 'half taken: refilled to the full depth');
+    assert.equal(ahead.sizeTo(2), false, 'the same jobs again: nothing more');
+  });
+
+  it('claims at once for a thread that would run dry, and never past the free slots', () => {
+    const ahead = new WorkAhead(poolOf(4, 3), { threads: 4, maxAhead: 7 });
+    ahead.sizeTo(1); // ten ahead each, at most seven
+    assert.equal(ahead.room(3), 3, 'a thread without a message: as many as there are slots');
+    const roomy = new WorkAhead(poolOf(4), { threads: 4, maxAhead: 7 });
+    roomy.sizeTo(1);
+    assert.equal(roomy.room(3), 29);
+  });
+
+  it('keeps one message ahead for long jobs, refilled as each is taken', () => {
+    const ahead = new WorkAhead(poolOf(2), { threads: 2, maxAhead: 7 });
+    ahead.sizeTo(1000);
+    assert.equal(ahead.room(4), 0);
+    assert.equal(ahead.room(3), 1);
+  });
+});
 
 describe('threadsFor', () => {
   it('gives jobs not measured yet every thread', () => {
