@@ -1,3 +1,6 @@
+import { functionOf, rewritten } from './step-text.js';
+import batches from './012-batches.js';
+
 /**
  * The trigger that keeps each batch's `remaining` (step 12) counts it per batch as the
  * statement's non-terminal jobs after it less those before it, each transition table
@@ -14,15 +17,24 @@
  */
 const TERMINAL = `('completed', 'failed', 'cancelled')`;
 
-export default `
-CREATE OR REPLACE FUNCTION {{schema}}.batch_jobs_moved() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  moved uuid[];
+export default rewritten(
+  '019',
+  functionOf('019', batches, 'CREATE FUNCTION {{schema}}.batch_jobs_moved()', 'END $$;\n'),
+  [
+    ['CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION'],
+    [
+      `  moved uuid[];
+`,
+      `  moved uuid[];
   deltas int[];
   ats bigint[];
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM new_rows WHERE batch IS NOT NULL) THEN RETURN NULL; END IF;
-  SELECT array_agg(d.batch ORDER BY d.batch), array_agg(d.delta ORDER BY d.batch), array_agg(d.at ORDER BY d.batch)
+`,
+    ],
+    [
+      `  SELECT array_agg(DISTINCT n.batch ORDER BY n.batch) INTO moved
+  FROM new_rows n JOIN old_rows o ON o.id = n.id
+  WHERE n.batch IS NOT NULL AND (o.status IN ${TERMINAL}) <> (n.status IN ${TERMINAL});`,
+      `  SELECT array_agg(d.batch ORDER BY d.batch), array_agg(d.delta ORDER BY d.batch), array_agg(d.at ORDER BY d.batch)
   INTO moved, deltas, ats
   FROM (
     SELECT x.batch, sum(x.open)::int AS delta, max(x.at) AS at FROM (
@@ -31,16 +43,17 @@ BEGIN
       UNION ALL
       SELECT o.batch, CASE WHEN o.status IN ${TERMINAL} THEN 0 ELSE -1 END, NULL
       FROM old_rows o WHERE o.batch IS NOT NULL) x
-    GROUP BY x.batch HAVING sum(x.open) <> 0) d;
-  IF moved IS NULL THEN RETURN NULL; END IF;
-  -- The batches' rows in id order, after every job of the statement is locked and written.
-  PERFORM 1 FROM {{schema}}.batches WHERE id = ANY (moved) ORDER BY id FOR UPDATE;
-  UPDATE {{schema}}.batches b SET remaining = b.remaining + d.delta,
-    finished_at = CASE WHEN b.remaining + d.delta <> 0 THEN NULL
-                       WHEN b.remaining = 0 THEN b.finished_at
-                       ELSE coalesce(d.at, {{schema}}.now_ms()) END
-  FROM unnest(moved, deltas, ats) AS d(batch, delta, at)
-  WHERE b.id = d.batch;
-  RETURN NULL;
-END $$;
-`;
+    GROUP BY x.batch HAVING sum(x.open) <> 0) d;`,
+    ],
+    [
+      `  FROM (
+    SELECT n.batch, sum(CASE WHEN n.status IN ${TERMINAL} THEN -1 ELSE 1 END) AS delta, max(n.finished_at) AS at
+    FROM new_rows n JOIN old_rows o ON o.id = n.id
+    WHERE n.batch IS NOT NULL AND (o.status IN ${TERMINAL}) <> (n.status IN ${TERMINAL})
+    GROUP BY n.batch) d
+  WHERE b.id = d.batch AND d.delta <> 0;`,
+      `  FROM unnest(moved, deltas, ats) AS d(batch, delta, at)
+  WHERE b.id = d.batch;`,
+    ],
+  ],
+);

@@ -14,10 +14,14 @@ export function rewritten(step: string, text: string, rewrites: [from: string, t
   return result;
 }
 
-/** The text of one function an earlier step created or replaced, from its CREATE to its closing `$$;`. */
-export function functionOf(step: string, text: string, create: string): string {
+/**
+ * The text of one function an earlier step created or replaced, from its CREATE to the
+ * first `close` after it (by default a `$$;` on a line of its own; `END $$;\n` for a body
+ * that ends on its END line).
+ */
+export function functionOf(step: string, text: string, create: string, close = '\n$$;\n'): string {
   const start = text.indexOf(create);
-  const end = text.indexOf('\n$$;\n', start);
+  const end = text.indexOf(close, start);
   if (start < 0 || end < 0) throw new Error(`migration ${step}: no ${JSON.stringify(create)} in the step it rewrites`);
-  return text.slice(start, end + '\n$$;\n'.length);
+  return text.slice(start, end + close.length);
 }
