@@ -11,7 +11,8 @@ import type { TaskRegistry } from '../workers/registry.js';
 import type { ThreadEnd, WorkerPool } from '../workers/pool.js';
 import { ClusterView } from './cluster-view.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
-import { FaultLog, type FaultLogger, silentLog } from '../fault-log.js';
+import { type FaultLogger, silentLog } from '../fault-log.js';
+import { SharedStateReader } from './shared-state.js';
 import { JobEvents } from './events.js';
 import { JobStats } from './statistics/job-stats.js';
 import { KilnError, notFound, unavailable, validationError } from './errors.js';
@@ -29,12 +30,6 @@ import { type TaskInfo, TaskLimitOverrides } from './task-limit-overrides.js';
 import { waitForTerminal } from './long-poll.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { TraceParent } from '../tracing/trace-context.js';
-
-/**
- * How often a server of a shared store reads again what other servers change (task limit
- * overrides, schedules) and the jobs watched here, in case a notification went missing.
- */
-const SHARED_READ_MS = 1000;
 
 export interface QueueInfo {
   capacity: number;
@@ -109,7 +104,6 @@ export class Scheduler {
   #started = false;
   readonly #startedAt: number;
   #draining = false;
-  #sharedTimer: NodeJS.Timeout | null = null;
   #stopping: Promise<void> | null = null;
   readonly #drain = new AbortController();
   readonly #submission: Submission;
@@ -118,8 +112,7 @@ export class Scheduler {
   readonly #retention: Retention;
   readonly #cluster: ClusterView;
   readonly #routing: StoreEventRouting;
-  readonly #sharedFault: FaultLog;
-  readonly #sweepFault: FaultLog;
+  readonly #shared: SharedStateReader;
 
   constructor(options: SchedulerOptions) {
     // Every open long poll and event stream listens for the drain, and removes its
@@ -131,8 +124,6 @@ export class Scheduler {
     this.#pool = options.pool;
     this.#registry = options.registry;
     this.#log = options.logger ?? silentLog;
-    this.#sharedFault = new FaultLog(this.#log, { what: 'reading shared state' });
-    this.#sweepFault = new FaultLog(this.#log, { what: 'reading watched jobs' });
     const clock = options.clock ?? systemClock(() => options.store.now());
     const cluster = options.store.cluster;
     this.stats = new JobStats({ now: () => clock.now() });
@@ -219,18 +210,22 @@ export class Scheduler {
       threads: options.threads,
       startedAt: this.#startedAt,
     });
+    this.#shared = new SharedStateReader({
+      log: this.#log,
+      reload: () =>
+        Promise.all([
+          this.#limits.reload(),
+          this.#groupLimits.reload(),
+          this.schedules.reload().catch(() => undefined),
+        ]),
+      sweepWatched: () => this.events.sweep((ids) => this.#store.getMany(ids)),
+    });
     this.#routing = {
       dispatcher: this.#dispatcher,
       events: this.events,
       metrics: this.metrics,
       finished: () => submission.finished(),
-      sweepWatched: shared
-        ? null
-        : () =>
-            this.#sweepWatched().then(
-              () => this.#sweepFault.succeeded(),
-              (error: unknown) => this.#sweepFault.failed(error),
-            ),
+      sweepWatched: shared ? null : () => this.#shared.sweep(),
     };
     this.#unsubscribe = options.store.subscribe((event) => routeStoreEvent(event, this.#routing), {
       watching: (id) => this.events.watching(id),
@@ -252,36 +247,7 @@ export class Scheduler {
     await this.#dispatcher.start();
     await this.schedules.start();
     // A stop that came while this started has cleared its timers already.
-    if (this.#store.cluster !== null && this.#stopping === null) {
-      this.#sharedTimer = setInterval(() => {
-        this.#readShared().then(
-          () => this.#sharedFault.succeeded(),
-          (error: unknown) => this.#sharedFault.failed(error),
-        );
-      }, SHARED_READ_MS);
-      this.#sharedTimer.unref();
-    }
-  }
-
-  // ── shared state ──────────────────────────────────────────────────────────
-
-  /**
-   * On a store shared by several servers, once a second: what another server changed
-   * reaches this one even without a notification (task limit overrides, group limits, schedules), and
-   * the jobs long polls and event streams watch here are read again (JobEvents.sweep).
-   */
-  async #readShared(): Promise<void> {
-    await Promise.all([
-      this.#limits.reload(),
-      this.#groupLimits.reload(),
-      this.schedules.reload().catch(() => undefined),
-      this.#sweepWatched(),
-    ]);
-  }
-
-  /** Reads the watched jobs again and tells their watchers what they did not hear (JobEvents.sweep). */
-  #sweepWatched(): Promise<void> {
-    return this.events.sweep((ids) => this.#store.getMany(ids));
+    if (this.#store.cluster !== null && this.#stopping === null) this.#shared.start();
   }
 
   // ── task limits ───────────────────────────────────────────────────────────
@@ -332,8 +298,7 @@ export class Scheduler {
       this.#drain.abort();
       await this.schedules.stop();
       this.#retention.stop();
-      if (this.#sharedTimer !== null) clearInterval(this.#sharedTimer);
-      this.#sharedTimer = null;
+      this.#shared.stop();
       this.#rescuer.stop();
       await this.#dispatcher.stop(graceMs);
       await this.#pool.close();

@@ -4,45 +4,21 @@ import type { TaskAnswer } from '../../workers/protocol.js';
 import type { ClaimedJob, JobStore } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
 import { AttemptStarts } from './attempt-start.js';
-import { FaultLog, type FaultLogger } from '../../fault-log.js';
+import { FaultLog } from '../../fault-log.js';
 import { LOOK_AHEAD_DEPTH, type WorkerPool } from '../../workers/pool.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { MicroBatching, type MicroBatchOptions } from './micro-batch.js';
+import { MicroBatching } from './micro-batch.js';
 import { JobLimits } from './task-limits.js';
 import { WakeTimers } from './wake-timers.js';
 import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
+import { InFlight } from './in-flight.js';
+import type { DispatcherOptions } from './dispatcher-options.js';
 import { largestMeanMs, WorkAhead } from './thread-sizing.js';
 import { claimLimits } from './claim-limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
 import type { Tracing } from '../../tracing/tracing.js';
-
-export interface DispatcherOptions {
-  store: JobStore;
-  pool: WorkerPool;
-  metrics: KilnMetrics;
-  threads: number;
-  leaseMs: number;
-  /** A shared store's node lease (see LeaseKeeper); null or absent for a store of one process. */
-  nodeLeaseMs?: number | null;
-  /** Snoozes a job may make (KILN_MAX_SNOOZES); the one after fails it. */
-  maxSnoozes: number;
-  /** One-off failures (an attempt that could not be recorded). */
-  onError(message: string, error: unknown): void;
-  /** Where the faults of the retry loops (claims, outcomes, heartbeats) are logged. */
-  log: FaultLogger;
-  random?: () => number;
-  microBatch?: MicroBatchOptions;
-  /** The registered task types (a shared store that applies task limits claims type by type). */
-  taskTypes?: () => readonly string[];
-  /** The main thread's CPU per job, in ms, that threads are sized against (thread-sizing.ts). */
-  mainMsPerJob?: number;
-  /** Whether a task type runs each attempt on a fresh thread (never micro-batched). */
-  isolated?: (type: string) => boolean;
-  /** Spans of attempts (src/tracing/); absent or null: tracing is off. */
-  tracing?: Tracing | null;
-}
 
 /**
  * Runs ready jobs on the pool, pulled by demand.
@@ -90,11 +66,7 @@ export class Dispatcher {
   readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   /** Task and group limits (concurrency, rate) as this server applies them. */
   readonly limits = new JobLimits();
-  /** job id → the batch it runs in. */
-  readonly #byJob = new Map<string, Batch>();
-  /** attempt slot → the batch published in it. */
-  readonly #bySlot = new Map<number, Batch>();
-  readonly #batches = new Set<Batch>();
+  readonly #inFlight = new InFlight();
   readonly #settling = new Set<Promise<void>>();
   readonly #outcomes: OutcomeWriter;
   readonly #outcomeContext: OutcomeContext;
@@ -104,7 +76,6 @@ export class Dispatcher {
   readonly #tracing: Tracing | null;
   /** Set while claims back off after a failure: changes do not claim then, the timer does. */
   #claimRetryTimer: NodeJS.Timeout | null = null;
-  #recalled = 0;
   readonly #workAhead: WorkAhead;
   #started = false;
   #paused = false;
@@ -113,7 +84,6 @@ export class Dispatcher {
   #pumpAgain = false;
   /** The best priority that became ready while a claim was under way (null: none). */
   #betterDuringClaim: number | null = null;
-  #idleWaiters: Array<() => void> = [];
   #messagesSent = 0;
   #attemptsSent = 0;
 
@@ -151,18 +121,11 @@ export class Dispatcher {
       store: options.store,
       slots: options.pool.slots,
       owner: this.owner,
-      live: (batch) => !batch.recalled && this.#batches.has(batch),
+      live: (batch) => !batch.recalled && this.#inFlight.has(batch),
       timedOut: (batch) => this.#abortBatch(batch, 'timeout'),
     });
     options.pool.onDrain({
-      started: (slots) => {
-        const batches: Batch[] = [];
-        for (const slot of slots) {
-          const batch = this.#bySlot.get(slot);
-          if (batch !== undefined) batches.push(batch);
-        }
-        this.#starts.record(batches);
-      },
+      started: (slots) => this.#starts.record(this.#inFlight.ofSlots(slots)),
       dry: () => this.pump(),
     });
     this.#wake = new WakeTimers({
@@ -176,12 +139,11 @@ export class Dispatcher {
       owner: this.owner,
       leaseMs: options.leaseMs,
       nodeLeaseMs: options.nodeLeaseMs ?? null,
-      running: () => [...this.#byJob.keys(), ...this.#outcomes.unwritten.keys()],
+      running: () => [...this.#inFlight.jobIds(), ...this.#outcomes.unwritten.keys()],
       lost: (id) => this.abandon(id, 'lease_lost'),
       held: (id) => {
-        const batch = this.#byJob.get(id);
-        const job = batch?.jobs.find((j) => j.id === id);
-        if (batch !== undefined && job !== undefined) return { attempt: job.attempts, claimedAt: batch.claimedAt };
+        const inFlight = this.#inFlight.attemptOf(id);
+        if (inFlight !== undefined) return inFlight;
         const unwritten = this.#outcomes.unwritten.get(id);
         return unwritten === undefined ? undefined : { attempt: unwritten.attempt, claimedAt: 0 };
       },
@@ -211,10 +173,10 @@ export class Dispatcher {
     if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
     this.#claimRetryTimer = null;
     // Claimed messages not started go back to the store's queue rather than wait for the grace.
-    for (const batch of this.#batches) this.#recall(batch);
-    if (this.#batches.size > this.#recalled) {
-      await settleWithin(this.#whenIdle(), graceMs);
-      for (const batch of [...this.#batches]) this.#abortBatch(batch, 'shutdown');
+    for (const batch of this.#inFlight) this.#recall(batch);
+    if (this.#inFlight.held > 0) {
+      await settleWithin(this.#inFlight.whenIdle(), graceMs);
+      for (const batch of [...this.#inFlight]) this.#abortBatch(batch, 'shutdown');
     }
     while (this.#settling.size > 0) await Promise.allSettled([...this.#settling]);
     await this.#outcomes.flush();
@@ -249,12 +211,12 @@ export class Dispatcher {
 
   /** Threads running a message now. */
   get busyThreads(): number {
-    return busyThreads(this.#batches, this.#options.threads, (slot) => this.#pool.slots.startedAt(slot));
+    return busyThreads(this.#inFlight, this.#options.threads, (slot) => this.#pool.slots.startedAt(slot));
   }
 
   /** Attempts this server holds by task type or group (held-attempts.ts). */
   attemptsBy(by: 'type' | 'group', held: Held): Map<string, number> {
-    return attemptsBy(this.#batches, by, held, (slot) => this.#pool.slots.startedAt(slot));
+    return attemptsBy(this.#inFlight, by, held, (slot) => this.#pool.slots.startedAt(slot));
   }
 
   /** Attempts of each group with limits that a thread started here (kiln_group_running). */
@@ -278,7 +240,7 @@ export class Dispatcher {
   /** Takes back every claimed message below `priority` that has not started; answers whether any was. */
   #recallBelow(priority: number): boolean {
     let recalled = false;
-    for (const batch of this.#batches) {
+    for (const batch of this.#inFlight) {
       if (!batch.recalled && batch.priority < priority && this.#recall(batch)) recalled = true;
     }
     return recalled;
@@ -310,7 +272,7 @@ export class Dispatcher {
 
   /** Whether this job's attempt runs here now, or is claimed and waits for a thread. */
   runs(id: string): boolean {
-    return this.#byJob.has(id);
+    return this.#inFlight.ofJob(id) !== undefined;
   }
 
   /**
@@ -320,7 +282,7 @@ export class Dispatcher {
    * dropped.
    */
   abandon(id: string, reason: 'cancel' | 'lease_lost'): void {
-    const batch = this.#byJob.get(id);
+    const batch = this.#inFlight.ofJob(id);
     if (batch === undefined) return;
     batch.dropped.add(id);
     if (this.#recall(batch)) return;
@@ -332,7 +294,7 @@ export class Dispatcher {
 
   /** Progress reported by a thread. */
   onProgress(jobId: string, attempt: number, percent: number, message: string | null): void {
-    const batch = this.#byJob.get(jobId);
+    const batch = this.#inFlight.ofJob(jobId);
     if (batch === undefined) return;
     this.#store.progress(jobId, attempt, this.owner, { percent, message });
   }
@@ -411,7 +373,7 @@ export class Dispatcher {
 
   /** How many messages a claim may bring now (thread-sizing.ts, WorkAhead). */
   #room(): number {
-    return this.#workAhead.room(this.#batches.size - this.#recalled);
+    return this.#workAhead.room(this.#inFlight.held);
   }
 
   /** Threads and the work ahead of them sized to the jobs just claimed (thread-sizing.ts). */
@@ -445,12 +407,10 @@ export class Dispatcher {
       dropped: new Set(),
       timer: this.#starts.timeout(() => batch, timeoutMs, timeoutMs),
     };
-    this.#batches.add(batch);
-    this.#bySlot.set(slot, batch);
+    this.#inFlight.add(batch);
     this.limits.claimed(jobs, () => this.#pool.slots.startedAt(slot));
     this.#messagesSent += 1;
     this.#attemptsSent += jobs.length;
-    for (const job of jobs) this.#byJob.set(job.id, batch);
     const attempts = attemptInputs(batch);
     const settled = this.#pool
       .run({ attempts, slot })
@@ -469,18 +429,15 @@ export class Dispatcher {
   #recall(batch: Batch): boolean {
     if (batch.recalled) return true;
     if (batch.abortReason !== null || !this.#pool.slots.recall(batch.slot)) return false;
-    batch.recalled = true;
-    this.#recalled += 1;
+    this.#inFlight.recalled(batch);
     this.#giveBack(batch);
     return true;
   }
 
   /** Jobs of a message that never started go back first in line, their attempts not counted. */
   #giveBack(batch: Batch): void {
-    for (const [index, job] of batch.jobs.entries()) {
-      if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
-      batch.spans?.[index]?.end({ kind: 'released', errorType: 'interrupted' }, null);
-    }
+    this.#inFlight.forgetJobs(batch);
+    for (const span of batch.spans ?? []) span.end({ kind: 'released', errorType: 'interrupted' }, null);
     this.#giveBackJobs(batch.jobs, batch.dropped);
   }
 
@@ -500,15 +457,10 @@ export class Dispatcher {
 
   #abortBatch(batch: Batch, reason: AbortReason): void {
     // A recalled message never runs; aborting it would terminate the thread it waits on.
-    if (batch.recalled || batch.abortReason !== null || !this.#batches.has(batch)) return;
+    if (batch.recalled || batch.abortReason !== null || !this.#inFlight.has(batch)) return;
     batch.abortReason = reason;
     for (const job of batch.jobs) this.#pool.notifyAbort(job.id, reason);
     this.#pool.stop(batch.slot, reason === 'timeout' ? 'timeout' : 'stopped', abortCause(batch, reason));
-  }
-
-  #whenIdle(): Promise<void> {
-    if (this.#batches.size === this.#recalled) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
@@ -516,15 +468,7 @@ export class Dispatcher {
     const started = this.#pool.slots.startedAt(batch.slot);
     this.limits.ended(batch.jobs, started);
     this.#pool.slots.release(batch.slot);
-    if (this.#bySlot.get(batch.slot) === batch) this.#bySlot.delete(batch.slot);
-    this.#batches.delete(batch);
-    if (batch.recalled) this.#recalled -= 1;
-    for (const job of batch.jobs) {
-      if (this.#byJob.get(job.id) === batch) this.#byJob.delete(job.id);
-    }
-    if (this.#batches.size === this.#recalled) {
-      for (const resolve of this.#idleWaiters.splice(0)) resolve();
-    }
+    this.#inFlight.remove(batch);
     this.pump();
 
     if (answer === 'recalled' || started === null) {
