@@ -38,15 +38,17 @@ const NAME = 'main-thread-cost';
 
 /**
  * The main thread's scheduler accounting (Linux, /proc/<pid>/task/<pid>/schedstat): ns on
- * a core and ns runnable waiting for one. Null where it cannot be read.
+ * a core, ns runnable waiting for one, and the times it was put on a core (each wake of a
+ * sleeping thread is one, as is each return after it was preempted). Null where it cannot
+ * be read.
  */
 function mainThreadSchedstat(pid) {
   try {
-    const [onCpuNs, waitingNs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8')
+    const [onCpuNs, waitingNs, runs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8')
       .trim()
       .split(/\s+/)
       .map(Number);
-    return Number.isFinite(onCpuNs) && Number.isFinite(waitingNs) ? { onCpuNs, waitingNs } : null;
+    return [onCpuNs, waitingNs, runs].every(Number.isFinite) ? { onCpuNs, waitingNs, runs } : null;
   } catch {
     return null;
   }
@@ -86,6 +88,7 @@ async function measure(workload, run, options) {
       schedstat = {
         onCpuMicrosPerJob: (after.onCpuNs - before.onCpuNs) / 1000 / workload.total,
         waitingMicrosPerJob: (after.waitingNs - before.waitingNs) / 1000 / workload.total,
+        runsPerJob: (after.runs - before.runs) / workload.total,
       };
     }
   } finally {
@@ -185,6 +188,7 @@ await runBenchmark(NAME, async () => {
       busyShare: summarize(mine.map((r) => r.busyShare * 100)),
       onCpuMicrosPerJob: summarize(mine.map((r) => r.schedstat?.onCpuMicrosPerJob ?? null)),
       waitingMicrosPerJob: summarize(mine.map((r) => r.schedstat?.waitingMicrosPerJob ?? null)),
+      runsPerJob: summarize(mine.map((r) => r.schedstat?.runsPerJob ?? null)),
       jobsPerSecond: summarize(mine.map((r) => r.jobsPerSecond)),
       // The dispatch ceiling of one process: jobs handed out per second of main-thread CPU.
       jobsPerMainCpuSecond: summarize(
@@ -203,6 +207,7 @@ await runBenchmark(NAME, async () => {
       'main thread busy',
       'on a core µs/job',
       'waiting µs/job',
+      'times on a core per job',
       'jobs/s',
       'jobs per main-thread CPU second',
     ],
@@ -213,6 +218,7 @@ await runBenchmark(NAME, async () => {
       formatSummary(f.busyShare, 0, ' %'),
       formatSummary(f.onCpuMicrosPerJob, 1),
       formatSummary(f.waitingMicrosPerJob, 1),
+      formatSummary(f.runsPerJob, 2),
       formatSummary(f.jobsPerSecond),
       formatSummary(f.jobsPerMainCpuSecond),
     ]),

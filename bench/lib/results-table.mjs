@@ -163,6 +163,7 @@ function mainThreadCost(results) {
       fmt(f.microsPerJob, 1),
       fmt(f.onCpuMicrosPerJob, 1),
       fmt(f.waitingMicrosPerJob, 1),
+      fmt(f.runsPerJob, 2),
       fmt(f.jobsPerSecond),
       f.topFunctions
         .slice(0, 5)
@@ -177,6 +178,7 @@ function mainThreadCost(results) {
       'main thread µs/job (sampled, not idle)',
       'schedstat: on a core µs/job',
       'schedstat: waiting for a core µs/job',
+      'schedstat: times on a core per job',
       'jobs/s',
       'top functions, µs/job',
     ],

@@ -4,6 +4,7 @@ import { Piscina } from 'piscina';
 import {
   type AttemptInput,
   type ChannelMessage,
+  decodeAnswer,
   encodeAttempts,
   type LoopMessage,
   type Retirement,
@@ -106,14 +107,16 @@ interface Loop {
  * resource limits, and replaces one that exits, crashes, runs out of heap or is
  * terminated. Each thread runs one piscina task for its whole life (thread.ts, a loop):
  * it takes messages from the work queue in shared memory (work-queue.ts) whenever it has
- * nothing running, and answers each on a port of its own. run() publishes a message;
+ * nothing running, and writes each answer over the message's text in shared memory.
+ * Its port carries only what is rare (its hello, a retirement, progress): a message on
+ * a port wakes the main thread's event loop even unread. run() publishes a message;
  * nothing is posted to a thread per message, and no thread is chosen for it: the first
  * thread to come free takes the oldest message, so no message waits behind a long one
  * while another thread is idle, and messages start in the order they were published.
  *
  * The main thread is not woken per start or per answer: while messages are in flight it
- * drains every DRAIN_MS (the answers waiting on the ports, the starts the slot words
- * show), and a thread that finds the queue empty wakes it at once (DRY), so more work is
+ * drains every DRAIN_MS (the starts and answers the slot words show, and the ports when
+ * a thread posted on one), and a thread that finds the queue empty wakes it at once (DRY), so more work is
  * claimed without waiting for the beat. Aborting run()'s signal takes back a message no
  * thread has started, and terminates the thread of one that has (piscina replaces it).
  */
@@ -234,6 +237,11 @@ export class WorkerPool {
     let reported = stopped;
     for (const [slot, flight] of [...this.#inFlight]) {
       if (threadId === null || this.slots.startedBy(slot) !== threadId) continue;
+      // Answered before the thread ended: the answer stands.
+      if (this.slots.done(slot)) {
+        this.#answer(slot);
+        continue;
+      }
       this.#inFlight.delete(slot);
       if (!this.#terminating.delete(slot) && !stopped) {
         const code = (error as { code?: unknown } | null)?.code;
@@ -343,24 +351,25 @@ export class WorkerPool {
   }
 
   /**
-   * Reads what the threads said since the last drain: answers on their ports, starts in
-   * the slot words, recalled messages passed over. Called on the beat and on a dry thread;
+   * Reads what the threads did since the last drain: starts and answers in the slot
+   * words, what they posted on their ports, recalled messages passed over. Called on the beat and on a dry thread;
    * callable any time.
    */
   drain(): void {
     const started: number[] = [];
-    // Read before the ports: a message posted after it is read now or counted for the next drain.
-    const posted = this.#queue.postedCount;
-    if (posted !== this.#postedRead) {
-      this.#postedRead = posted;
-      for (const loop of this.#loops.values()) this.#readPort(loop);
-    }
+    const answered: number[] = [];
     for (const [slot, flight] of this.#inFlight) {
-      if (!flight.startSeen && this.slots.startedAt(slot) !== null) {
+      // An answered message's start goes with its outcome.
+      if (this.slots.done(slot)) answered.push(slot);
+      else if (!flight.startSeen && this.slots.startedAt(slot) !== null) {
         flight.startSeen = true;
         started.push(slot);
       }
     }
+    // The ports after the slots: a thread posts an attempt's progress before it writes the
+    // answer, so the last report of every answer seen above is read here, ahead of it.
+    this.#readPorts();
+    for (const slot of answered) this.#answer(slot);
     this.#queue.skipHead((candidate) => this.slots.recalled(candidate));
     this.#settleRecalled();
     if (started.length > 0) this.#listener?.started(started);
@@ -381,7 +390,16 @@ export class WorkerPool {
     }
   }
 
-  /** Handles every message waiting on a loop's port (an answered message's start goes with its outcome). */
+  /** Reads every loop's port if a thread posted on one since the last read. */
+  #readPorts(): void {
+    // Read before the ports: a message posted after it is read now or counted for the next read.
+    const posted = this.#queue.postedCount;
+    if (posted === this.#postedRead) return;
+    this.#postedRead = posted;
+    for (const loop of this.#loops.values()) this.#readPort(loop);
+  }
+
+  /** Handles every message waiting on a loop's port: hellos, retirements, progress. */
   #readPort(loop: Loop): void {
     for (;;) {
       const received = receiveMessageOnPort(loop.port);
@@ -389,17 +407,21 @@ export class WorkerPool {
       const message = received.message as LoopMessage;
       if (message.kind === 'hello') loop.threadId = message.threadId;
       else if (message.kind === 'progress') this.#onProgress(message);
-      else if (message.kind === 'retire') this.#retire(message.retirement, []);
-      else {
-        const flight = this.#inFlight.get(message.slot);
-        if (flight === undefined) continue;
-        this.#inFlight.delete(message.slot);
-        this.#terminating.delete(message.slot);
-        if (loop.threadId !== null) this.#startedBy.set(loop.threadId, (this.#startedBy.get(loop.threadId) ?? 0) + 1);
-        if (message.retire !== null) this.#retire(message.retire, flight.task.attempts);
-        flight.resolve(message.results);
-      }
+      else this.#retire(message.retirement, []);
     }
+  }
+
+  /** Settles the message in `slot`, which its thread answered (its slot is DONE). */
+  #answer(slot: number): void {
+    const flight = this.#inFlight.get(slot);
+    if (flight === undefined) return;
+    const answer = decodeAnswer(this.#queue.answer(slot));
+    this.#inFlight.delete(slot);
+    this.#terminating.delete(slot);
+    const threadId = this.slots.startedBy(slot);
+    if (threadId !== null) this.#startedBy.set(threadId, (this.#startedBy.get(threadId) ?? 0) + 1);
+    if (answer.retire !== null) this.#retire(answer.retire, flight.task.attempts);
+    flight.resolve(answer.results);
   }
 
   /** A thread asked to be replaced: it starts nothing more, so it is terminated at once. */

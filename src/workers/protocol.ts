@@ -93,16 +93,81 @@ export interface ThreadLoop {
   seat: number;
 }
 
-/** What a thread says on its loop's port; the main thread reads the port when it drains. */
+/**
+ * What a thread says on its loop's port, none of it once per job; the main thread reads
+ * the port when it drains.
+ */
 export type LoopMessage =
   /** First, so the pool knows which thread the port is. */
   | { kind: 'hello'; threadId: number }
-  /** A message's outcome; `retire`: the thread takes nothing more. */
-  | { kind: 'answer'; slot: number; results: AttemptResult[]; retire: Retirement | null }
   /** The thread takes nothing more and answers nothing (an isolated task waits for a fresh thread). */
   | { kind: 'retire'; retirement: Retirement }
-  /** A running attempt's progress: on the port, so it is read before the attempt's answer. */
+  /** A running attempt's progress: posted before the attempt's answer is written, so a drain reads it first. */
   | Extract<ChannelMessage, { kind: 'progress' }>;
+
+/**
+ * A message's outcome, as JSON in its slot's text in the work queue (work-queue.ts), not
+ * on the port: `retire` says the thread takes nothing more.
+ */
+export interface SlotAnswer {
+  results: AttemptResult[];
+  retire: Retirement | null;
+}
+
+// Taken when the module loads, before any handler runs in the thread: a handler may replace
+// JSON.stringify or give every object a toJSON, and the answer must come through all the same.
+const quote: (text: string) => string = JSON.stringify;
+
+/** A number as JSON; one JSON has no word for (NaN, ±Infinity: a snooze asked badly) as its text. */
+function numberText(value: number): string {
+  return Number.isFinite(value) ? `${value}` : quote(`${value}`);
+}
+
+function errorText(error: AttemptError): string {
+  return `{"name":${quote(`${error.name}`)},"message":${quote(`${error.message}`)},"retryable":${error.retryable === true}}`;
+}
+
+/**
+ * The answer as the thread writes it: built field by field from strings, numbers and
+ * booleans (what a handler did to the thread's objects cannot change it), read with
+ * decodeAnswer.
+ */
+export function encodeAnswer(answer: SlotAnswer): string {
+  let text = '{"results":[';
+  for (let index = 0; index < answer.results.length; index++) {
+    const result = answer.results[index] as AttemptResult;
+    if (index > 0) text += ',';
+    if (result.ok) text += `{"ok":true,"resultText":${quote(result.resultText)}`;
+    else {
+      text += `{"ok":false,"error":${errorText(result.error)}`;
+      if (result.code !== undefined) text += `,"code":${quote(result.code)}`;
+      if (result.code === 'snoozed') text += `,"snoozeMs":${numberText(result.snoozeMs)}`;
+    }
+    if (result.ms !== undefined) text += `,"ms":${numberText(result.ms)}`;
+    text += '}';
+  }
+  text += '],"retire":';
+  const retire = answer.retire;
+  if (retire === null) return `${text}null}`;
+  const culprit =
+    retire.culprit === null
+      ? 'null'
+      : `{"jobId":${quote(retire.culprit.jobId)},"attempt":${numberText(retire.culprit.attempt)}}`;
+  text += `{"reason":${quote(retire.reason)},"threadId":${numberText(retire.threadId)},"cause":${quote(`${retire.cause}`)}`;
+  return `${text},"culprit":${culprit},"late":${retire.late === true}}}`;
+}
+
+/** The answer encodeAnswer wrote. */
+export function decodeAnswer(text: string): SlotAnswer {
+  const answer = JSON.parse(text) as SlotAnswer;
+  for (const result of answer.results) {
+    if (typeof result.ms === 'string') result.ms = Number(result.ms);
+    if (!result.ok && result.code === 'snoozed' && typeof result.snoozeMs === 'string') {
+      result.snoozeMs = Number(result.snoozeMs);
+    }
+  }
+  return answer;
+}
 
 /** What the pool answers for a task: the attempts' results, or that the task was recalled before it started. */
 export type TaskAnswer = AttemptResult[] | 'recalled';

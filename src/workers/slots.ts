@@ -5,7 +5,7 @@
  *
  *   POSTED    → STARTED     the thread begins it             (thread, compare-and-exchange)
  *   POSTED    → RECALLED    the main thread takes it back    (main, compare-and-exchange)
- *   STARTED   → DONE        the thread finished it           (thread, compare-and-exchange)
+ *   STARTED   → DONE        the thread finished it, its answer written (thread, compare-and-exchange)
  *   STARTED   → KILLING     the main thread will terminate its thread (main, compare-and-exchange)
  *
  * Each pair of moves out of one state races, and exactly one side wins. This is what
@@ -13,8 +13,8 @@
  * waiting for the main thread, while the main thread can still take a queued message
  * back (a better job arrived), terminate a thread only while it still runs the message
  * meant (never the one it took next), and tell, when a thread dies, which message it had
- * started. The main thread reads the words when it drains (pool.ts): a start costs it no
- * wake of its own.
+ * started. The main thread reads the words when it drains (pool.ts): neither a start nor
+ * an answer (in the message's text, work-queue.ts) costs it a wake of its own.
  */
 const WORDS = 3;
 const STATE = 0;
@@ -77,6 +77,11 @@ export class AttemptSlots {
     return Number(Atomics.load(this.#words, slot * WORDS + THREAD));
   }
 
+  /** Whether the thread finished the message: its answer is in the slot's text (work-queue.ts). */
+  done(slot: number): boolean {
+    return Atomics.load(this.#words, slot * WORDS + STATE) === DONE;
+  }
+
   /** The threadId of the thread that started the message, or null if none did. */
   startedBy(slot: number): number | null {
     const state = Atomics.load(this.#words, slot * WORDS + STATE);
@@ -101,8 +106,8 @@ export function startSlot(words: BigInt64Array, slot: number, threadId: number):
 }
 
 /**
- * The thread's side: the message is done. False if the main thread is terminating this
- * thread for it: then the thread must not start anything else.
+ * The thread's side: the message is done, its answer written. False if the main thread is
+ * terminating this thread for it: then the thread must not start anything else.
  */
 export function endSlot(words: BigInt64Array, slot: number): boolean {
   return Atomics.compareExchange(words, slot * WORDS + STATE, STARTED, DONE) === STARTED;

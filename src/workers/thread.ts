@@ -30,11 +30,13 @@ import type {
   ChannelMessage,
   LoopMessage,
   Retirement,
+  SlotAnswer,
   ThreadAttempt,
   ThreadData,
   ThreadLoop,
 } from './protocol.js';
 import { Abort } from './abort.js';
+import { encodeAnswer } from './protocol.js';
 import { endSlot, slotPosted, startSlot } from './slots.js';
 import { WorkQueueReader } from './work-queue.js';
 import type { Snooze, TaskContext, TaskDefinition } from './task.js';
@@ -74,7 +76,7 @@ const snoozeRequests = new WeakSet<object>();
 let current: AttemptRun[] | null = null;
 /** Attempts this thread has run. */
 let attemptsRun = 0;
-/** The loop's port, where answers and progress go (see runLoop). */
+/** The loop's port, where the thread's hello, retirement and progress go (see runLoop). */
 let loopPort: MessagePort | null = null;
 /** Set once this thread must be replaced: it starts no message after that. */
 let retirement: Retirement | null = null;
@@ -135,8 +137,9 @@ function lowerThreadPriority(nice: number): void {
 
 /**
  * The thread's life: take the oldest message from the work queue whenever nothing runs
- * here, run it, answer it on the loop's port. Nothing is sent to this thread per job, and
- * the main thread is not woken per answer: it reads the port when it drains (pool.ts).
+ * here, run it, write its answer in its slot (work-queue.ts). Nothing is sent to this
+ * thread per job, and the main thread is not woken per answer: it reads the slots when it
+ * drains (pool.ts).
  * Resolves never: the thread ends when the pool terminates it (after a retirement, a
  * timeout, a cancel) or closes.
  */
@@ -167,12 +170,13 @@ export default async function runLoop(loop: ThreadLoop): Promise<never> {
     }
     // The main thread took the message back (a better job arrived) as this thread took it.
     if (!startSlot(slots, taken.slot, threadId)) continue;
-    const answer = await runMessage(taken.slot, JSON.parse(taken.text) as ThreadAttempt[]);
-    // The main thread is terminating this thread for this message (timeout, cancel): wait
-    // for the end here rather than answer or take another. The slot is ended before the
-    // answer is posted: once answered, the slot may serve another message.
+    const answer = await runMessage(JSON.parse(taken.text) as ThreadAttempt[]);
+    // The answer goes over the message's text, then the slot is ended: DONE is what tells
+    // the main thread, on its next drain, that the answer is there. If the main thread is
+    // terminating this thread for this message (timeout, cancel), the answer is not read:
+    // the thread waits for its end here rather than take another.
+    queue.answer(taken.slot, encodeAnswer(answer));
     if (!endSlot(slots, taken.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-    post(answer);
   }
 }
 
@@ -182,7 +186,7 @@ function postToMain(message: LoopMessage): void {
   queue?.posted();
 }
 
-async function runMessage(slot: number, attempts: ThreadAttempt[]): Promise<LoopMessage> {
+async function runMessage(attempts: ThreadAttempt[]): Promise<SlotAnswer> {
   const isolated = await isolatedType(attempts);
   const runs: AttemptRun[] = attempts.map((input) => ({ input, result: null, answered: false, cut: () => {} }));
   current = runs;
@@ -207,7 +211,7 @@ async function runMessage(slot: number, attempts: ThreadAttempt[]): Promise<Loop
   if (retirement === null && results.some((result) => !result.ok && result.code === 'result_too_large')) {
     retirement = retire('recycled', 'an attempt built a result over KILN_MAX_RESULT_BYTES');
   }
-  return { kind: 'answer', slot, results, retire: retirement };
+  return { results, retire: retirement };
 }
 
 /** The first task type of these attempts that asks for a fresh thread, or null. */
@@ -416,7 +420,8 @@ function progressReporter(input: ThreadAttempt): TaskContext['progress'] {
       percent: clamped,
       message: text,
     };
-    // On the loop's port, ahead of the attempt's answer, so its last report is kept with the outcome.
+    // On the loop's port, posted before the attempt's answer is written, so a drain reads
+    // its last report ahead of the outcome.
     if (loopPort !== null) postToMain(report);
     else channel?.postMessage(report);
   };

@@ -12,7 +12,8 @@
  *            (and its ISOLATED bit). Positions are counters: `tail` messages published,
  *            `head` taken; position p lives at ring[p % size].
  *   texts    one growable SharedArrayBuffer per attempt slot holding its message as UTF-8
- *            JSON; `lengths[slot]` its byte length.
+ *            JSON, then, once a thread has run it, its answer; `lengths[slot]` the byte
+ *            length of what it holds.
  *
  * Invariants:
  * - Only the main thread writes `tail`, a ring entry, a slot's text and its length, and it
@@ -21,6 +22,9 @@
  *   a message's text before it moves `head` past it, and a text is rewritten only once its
  *   slot is free again, which is after `head` has passed it: so a thread whose
  *   compare-and-exchange succeeded read the text whole.
+ * - The thread that started a message writes its answer over the text, and its length,
+ *   before it marks the slot DONE (slots.ts); the main thread reads the answer once it sees
+ *   DONE, and only then frees the slot. So neither side writes a text the other reads.
  * - Each message holds its attempt slot until `head` has passed it, and there are as many
  *   ring positions as slots, so `tail - head` never exceeds the ring.
  * - A message taken back before it starts (its slot RECALLED, see slots.ts) stays in the
@@ -29,8 +33,10 @@
  *
  * Wakes: a thread with nothing to take waits on `tail` (Atomics.waitAsync; the main thread
  * notifies as it publishes) and, as it starts waiting, counts itself on DRY and notifies
- * it, which is what wakes the main thread to claim more. A parked thread waits on IN_USE. Outcomes are not rung: the main
- * thread collects them on its own beat while work is in flight (see pool.ts).
+ * it, which is what wakes the main thread to claim more. A parked thread waits on IN_USE.
+ * Answers are not rung, and travel on no port (a message on a port wakes its receiver's
+ * event loop whether or not it listens): the main thread collects them on its own beat
+ * while work is in flight (see pool.ts).
  */
 const TAIL = 0;
 const HEAD = 1;
@@ -82,6 +88,11 @@ export class WorkQueue {
     Atomics.store(this.#control, IN_USE, threadsInUse);
   }
 
+  /** The answer a thread wrote over the message in `slot` (read once the slot is DONE). */
+  answer(slot: number): string {
+    return readText(this.buffers.texts, this.#texts, this.#lengths, slot);
+  }
+
   /** Messages taken (started or skipped) since the pool opened. */
   get head(): number {
     return Atomics.load(this.#control, HEAD);
@@ -92,18 +103,7 @@ export class WorkQueue {
    * answers its position. The slot must be free of any earlier message (see the header).
    */
   publish(slot: number, text: string, isolated: boolean): number {
-    const bytes = Buffer.byteLength(text, 'utf8');
-    let target = this.#texts[slot];
-    const buffer = this.buffers.texts[slot];
-    if (target === undefined || buffer === undefined) throw new RangeError(`no attempt slot ${slot}`);
-    if (bytes > buffer.byteLength) {
-      if (bytes > MAX_TEXT_BYTES) throw new RangeError(`a message of ${bytes} bytes is over ${MAX_TEXT_BYTES}`);
-      buffer.grow(Math.min(MAX_TEXT_BYTES, 2 ** Math.ceil(Math.log2(bytes))));
-      target = Buffer.from(buffer);
-      this.#texts[slot] = target;
-    }
-    target.write(text, 0, bytes, 'utf8');
-    Atomics.store(this.#lengths, slot, bytes);
+    writeText(this.buffers.texts, this.#texts, this.#lengths, slot, text);
     const position = Atomics.load(this.#control, TAIL);
     Atomics.store(this.#ring, position % this.#ring.length, slot | (isolated ? ISOLATED : 0));
     Atomics.store(this.#control, TAIL, position + 1);
@@ -221,14 +221,49 @@ export class WorkQueueReader {
     if (wait.async) await wait.value;
   }
 
-  #read(slot: number): string {
-    const buffer = this.#buffers.texts[slot];
-    let view = this.#texts[slot];
-    if (buffer === undefined || view === undefined) throw new RangeError(`no attempt slot ${slot}`);
-    if (view.length !== buffer.byteLength) {
-      view = Buffer.from(buffer);
-      this.#texts[slot] = view;
-    }
-    return view.toString('utf8', 0, Atomics.load(this.#lengths, slot));
+  /**
+   * Writes the answer to the message this thread started in `slot` over its text; the
+   * caller then marks the slot DONE (slots.ts endSlot), which is what the main thread reads.
+   */
+  answer(slot: number, text: string): void {
+    writeText(this.#buffers.texts, this.#texts, this.#lengths, slot, text);
   }
+
+  #read(slot: number): string {
+    return readText(this.#buffers.texts, this.#texts, this.#lengths, slot);
+  }
+}
+
+/** The view of a slot's text, made again when the buffer grew (on this thread or another). */
+function viewOf(buffers: SharedArrayBuffer[], views: Buffer[], slot: number, bytes: number): Buffer {
+  const buffer = buffers[slot];
+  let view = views[slot];
+  if (buffer === undefined || view === undefined) throw new RangeError(`no attempt slot ${slot}`);
+  if (bytes > buffer.byteLength) {
+    if (bytes > MAX_TEXT_BYTES) throw new RangeError(`a text of ${bytes} bytes is over ${MAX_TEXT_BYTES}`);
+    buffer.grow(Math.min(MAX_TEXT_BYTES, 2 ** Math.ceil(Math.log2(bytes))));
+  }
+  if (view.length !== buffer.byteLength) {
+    view = Buffer.from(buffer);
+    views[slot] = view;
+  }
+  return view;
+}
+
+/** Writes `text` as the slot's text: its bytes, then its length. */
+function writeText(
+  buffers: SharedArrayBuffer[],
+  views: Buffer[],
+  lengths: Int32Array,
+  slot: number,
+  text: string,
+): void {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  viewOf(buffers, views, slot, bytes).write(text, 0, bytes, 'utf8');
+  Atomics.store(lengths, slot, bytes);
+}
+
+function readText(buffers: SharedArrayBuffer[], views: Buffer[], lengths: Int32Array, slot: number): string {
+  const bytes = Atomics.load(lengths, slot);
+  return viewOf(buffers, views, slot, 0).toString('utf8', 0, bytes);
 }
