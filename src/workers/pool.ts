@@ -108,8 +108,9 @@ interface Loop {
  * terminated. Each thread runs one piscina task for its whole life (thread.ts, a loop):
  * it takes messages from the work queue in shared memory (work-queue.ts) whenever it has
  * nothing running, and writes each answer over the message's text in shared memory.
- * Its port carries only what is rare (its hello, a retirement, progress): a message on
- * a port wakes the main thread's event loop even unread. run() publishes a message;
+ * Its port carries only what is rare (its hello, a retirement, progress, an answer too
+ * large for the slot's text): a message on a port wakes the main thread's event loop
+ * even unread. run() publishes a message;
  * nothing is posted to a thread per message, and no thread is chosen for it: the first
  * thread to come free takes the oldest message, so no message waits behind a long one
  * while another thread is idle, and messages start in the order they were published.
@@ -143,6 +144,8 @@ export class WorkerPool {
   /** Messages each thread has started, by threadId. */
   readonly #startedBy = new Map<number, number>();
   #listener: DrainListener | null = null;
+  /** Answers too large for their slot, read from the ports, by slot, until their slot is seen DONE. */
+  readonly #postedAnswers = new Map<number, string>();
   /** The threads' posted count at the last drain that read the ports. */
   #postedRead = 0;
   #drainTimer: NodeJS.Timeout | null = null;
@@ -399,7 +402,7 @@ export class WorkerPool {
     for (const loop of this.#loops.values()) this.#readPort(loop);
   }
 
-  /** Handles every message waiting on a loop's port: hellos, retirements, progress. */
+  /** Handles every message waiting on a loop's port: hellos, retirements, progress, large answers. */
   #readPort(loop: Loop): void {
     for (;;) {
       const received = receiveMessageOnPort(loop.port);
@@ -407,6 +410,7 @@ export class WorkerPool {
       const message = received.message as LoopMessage;
       if (message.kind === 'hello') loop.threadId = message.threadId;
       else if (message.kind === 'progress') this.#onProgress(message);
+      else if (message.kind === 'answer') this.#postedAnswers.set(message.slot, message.text);
       else this.#retire(message.retirement, []);
     }
   }
@@ -415,7 +419,12 @@ export class WorkerPool {
   #answer(slot: number): void {
     const flight = this.#inFlight.get(slot);
     if (flight === undefined) return;
-    const answer = decodeAnswer(this.#queue.answer(slot));
+    // One too large for its slot was posted before the slot was marked DONE, so the ports,
+    // read after the slot words, have it by now.
+    const text = this.#queue.answer(slot) ?? this.#postedAnswers.get(slot);
+    if (text === undefined) return;
+    this.#postedAnswers.delete(slot);
+    const answer = decodeAnswer(text);
     this.#inFlight.delete(slot);
     this.#terminating.delete(slot);
     const threadId = this.slots.startedBy(slot);

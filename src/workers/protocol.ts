@@ -102,6 +102,8 @@ export type LoopMessage =
   | { kind: 'hello'; threadId: number }
   /** The thread takes nothing more and answers nothing (an isolated task waits for a fresh thread). */
   | { kind: 'retire'; retirement: Retirement }
+  /** An answer too large for its slot's text (work-queue.ts), as encodeAnswer wrote it. */
+  | { kind: 'answer'; slot: number; text: string }
   /** A running attempt's progress: posted before the attempt's answer is written, so a drain reads it first. */
   | Extract<ChannelMessage, { kind: 'progress' }>;
 

@@ -175,7 +175,8 @@ export default async function runLoop(loop: ThreadLoop): Promise<never> {
     // the main thread, on its next drain, that the answer is there. If the main thread is
     // terminating this thread for this message (timeout, cancel), the answer is not read:
     // the thread waits for its end here rather than take another.
-    queue.answer(taken.slot, encodeAnswer(answer));
+    const text = encodeAnswer(answer);
+    if (!queue.answer(taken.slot, text)) post({ kind: 'answer', slot: taken.slot, text });
     if (!endSlot(slots, taken.slot)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
   }
 }

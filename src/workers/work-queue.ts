@@ -24,7 +24,9 @@
  *   compare-and-exchange succeeded read the text whole.
  * - The thread that started a message writes its answer over the text, and its length,
  *   before it marks the slot DONE (slots.ts); the main thread reads the answer once it sees
- *   DONE, and only then frees the slot. So neither side writes a text the other reads.
+ *   DONE, and only then frees the slot. So neither side writes a text the other reads. An
+ *   answer too large for the slot goes on the thread's port, posted before DONE, with the
+ *   length word saying so.
  * - Each message holds its attempt slot until `head` has passed it, and there are as many
  *   ring positions as slots, so `tail - head` never exceeds the ring.
  * - A message taken back before it starts (its slot RECALLED, see slots.ts) stays in the
@@ -53,6 +55,10 @@ const ISOLATED = 0x40000000;
 
 /** A slot's text starts at this size and grows by doubling as larger messages need. */
 const INITIAL_TEXT_BYTES = 16 * 1024;
+/** The largest answer a slot's text grows to hold; a larger one goes on the thread's port. */
+const ANSWER_IN_SLOT_BYTES = 64 * 1024;
+/** The length word of a slot whose answer went on the thread's port. */
+const ANSWER_ON_PORT = -1;
 /** The largest message (its attempts' payloads and parents' results, as JSON). */
 const MAX_TEXT_BYTES = 2 ** 31 - 1;
 
@@ -88,8 +94,12 @@ export class WorkQueue {
     Atomics.store(this.#control, IN_USE, threadsInUse);
   }
 
-  /** The answer a thread wrote over the message in `slot` (read once the slot is DONE). */
-  answer(slot: number): string {
+  /**
+   * The answer a thread wrote over the message in `slot` (read once the slot is DONE);
+   * null when it was too large for the slot and went on the thread's port instead.
+   */
+  answer(slot: number): string | null {
+    if (Atomics.load(this.#lengths, slot) === ANSWER_ON_PORT) return null;
     return readText(this.buffers.texts, this.#texts, this.#lengths, slot);
   }
 
@@ -223,10 +233,22 @@ export class WorkQueueReader {
 
   /**
    * Writes the answer to the message this thread started in `slot` over its text; the
-   * caller then marks the slot DONE (slots.ts endSlot), which is what the main thread reads.
+   * caller then marks the slot DONE (slots.ts endSlot), which is what the main thread
+   * reads. False for an answer larger than the slot holds and than ANSWER_IN_SLOT_BYTES
+   * (a large result): the slot says so, and the caller posts the answer on its port
+   * before it marks the slot DONE. A slot's memory never shrinks, so a slot is not grown
+   * for a result; a wake per large result costs little beside making it.
    */
-  answer(slot: number, text: string): void {
+  answer(slot: number, text: string): boolean {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    const buffer = this.#buffers.texts[slot];
+    if (buffer === undefined) throw new RangeError(`no attempt slot ${slot}`);
+    if (bytes > Math.max(buffer.byteLength, ANSWER_IN_SLOT_BYTES)) {
+      Atomics.store(this.#lengths, slot, ANSWER_ON_PORT);
+      return false;
+    }
     writeText(this.#buffers.texts, this.#texts, this.#lengths, slot, text);
+    return true;
   }
 
   #read(slot: number): string {

@@ -120,6 +120,16 @@ describe('WorkerPool', () => {
     assert.equal(pool.liveThreads, 1);
   });
 
+  test('answers of every size come back whole: in the slot, and over 64 KiB on the thread’s port', async () => {
+    for (const n of [10, 60_000, 70_000, 3_000_000]) {
+      // Quotes are escaped in the answer's JSON, so the text is larger than the result.
+      assert.deepEqual(await runOne(pool, attempt('fixture.big-result', { char: '"', n })), {
+        ok: true,
+        result: '"'.repeat(n),
+      });
+    }
+  });
+
   test('a handler that throws fails the attempt, retryable', async () => {
     assert.deepEqual(await runOne(pool, attempt('fixture.throws', { n: 1 })), {
       ok: false,
