@@ -117,8 +117,8 @@ interface Loop {
  *
  * The main thread is not woken per start or per answer: while messages are in flight it
  * drains every DRAIN_MS (the starts and answers the slot words show, and the ports when
- * a thread posted on one), and a thread that finds the queue empty wakes it at once (DRY), so more work is
- * claimed without waiting for the beat. Aborting run()'s signal takes back a message no
+ * a thread posted on one), and a thread that finds the queue empty wakes it at once
+ * (DRY), so more work is claimed without waiting for the beat. Aborting run()'s signal takes back a message no
  * thread has started, and terminates the thread of one that has (piscina replaces it).
  */
 export class WorkerPool {
@@ -355,8 +355,8 @@ export class WorkerPool {
 
   /**
    * Reads what the threads did since the last drain: starts and answers in the slot
-   * words, what they posted on their ports, recalled messages passed over. Called on the beat and on a dry thread;
-   * callable any time.
+   * words, what they posted on their ports, recalled messages passed over. Called on the
+   * beat and on a dry thread; callable any time.
    */
   drain(): void {
     const started: number[] = [];

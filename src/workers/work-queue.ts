@@ -113,7 +113,7 @@ export class WorkQueue {
    * answers its position. The slot must be free of any earlier message (see the header).
    */
   publish(slot: number, text: string, isolated: boolean): number {
-    writeText(this.buffers.texts, this.#texts, this.#lengths, slot, text);
+    writeText(this.buffers.texts, this.#texts, this.#lengths, slot, text, Buffer.byteLength(text, 'utf8'));
     const position = Atomics.load(this.#control, TAIL);
     Atomics.store(this.#ring, position % this.#ring.length, slot | (isolated ? ISOLATED : 0));
     Atomics.store(this.#control, TAIL, position + 1);
@@ -247,7 +247,7 @@ export class WorkQueueReader {
       Atomics.store(this.#lengths, slot, ANSWER_ON_PORT);
       return false;
     }
-    writeText(this.#buffers.texts, this.#texts, this.#lengths, slot, text);
+    writeText(this.#buffers.texts, this.#texts, this.#lengths, slot, text, bytes);
     return true;
   }
 
@@ -272,15 +272,15 @@ function viewOf(buffers: SharedArrayBuffer[], views: Buffer[], slot: number, byt
   return view;
 }
 
-/** Writes `text` as the slot's text: its bytes, then its length. */
+/** Writes `text` (`bytes` long in UTF-8) as the slot's text: its bytes, then its length. */
 function writeText(
   buffers: SharedArrayBuffer[],
   views: Buffer[],
   lengths: Int32Array,
   slot: number,
   text: string,
+  bytes: number,
 ): void {
-  const bytes = Buffer.byteLength(text, 'utf8');
   viewOf(buffers, views, slot, bytes).write(text, 0, bytes, 'utf8');
   Atomics.store(lengths, slot, bytes);
 }
