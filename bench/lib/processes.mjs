@@ -292,11 +292,18 @@ export async function startKiln(options = {}) {
   };
 }
 
-/** Starts a child server script that listens on `port` and answers 200 on `readyPath`. */
+/**
+ * Starts a child server script that listens on `port` and answers 200 on `readyPath`.
+ * `nodeArgs`: given to node before the script (`--cpu-prof` to profile a baseline).
+ */
 export async function startServerScript(script, input, options = {}) {
-  const { cpus = null, readyPath = '/health' } = options;
+  const { cpus = null, readyPath = '/health', nodeArgs = [] } = options;
   const port = await freePort();
-  const child = spawnNode(script, [JSON.stringify({ ...input, port })], { cpus, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawnNode(script, [JSON.stringify({ ...input, port })], {
+    cpus,
+    nodeArgs,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk) => {
     stderr = (stderr + chunk).slice(-8000);

@@ -3,13 +3,25 @@
  * server and a list of paths, each connection going through them in turn) for a fixed
  * time after a short warm-up.
  *
- * Input: one JSON argument { url, method, body, paths, connections, durationSeconds, warmupSeconds }.
- * Output: one JSON line { requestsPerSecond, latencyP50Ms, latencyP99Ms, ok, non2xx, errors, timeouts }.
+ * Input: one JSON argument { url, method, body, paths, connections, durationSeconds, warmupSeconds,
+ * serverPid }. Output: one JSON line { requestsPerSecond, latencyP50Ms, latencyP99Ms, ok, non2xx,
+ * errors, timeouts }, and with `serverPid` the server's time on a core during the measured
+ * run, µs per 2xx answer: `serverCpuUsPerAnswer` (all its threads) and `serverMainCpuUsPerAnswer`.
  */
 import autocannon from 'autocannon';
+import { threadTimes } from '../lib/thread-cpu.mjs';
 
 const input = JSON.parse(process.argv[2] ?? '{}');
-const { url, method = 'POST', body, paths, connections = 100, durationSeconds = 10, warmupSeconds = 1 } = input;
+const {
+  url,
+  method = 'POST',
+  body,
+  paths,
+  connections = 100,
+  durationSeconds = 10,
+  warmupSeconds = 1,
+  serverPid = null,
+} = input;
 const request = {
   url,
   method,
@@ -20,7 +32,18 @@ const request = {
   timeout: 30,
 };
 if (warmupSeconds > 0) await autocannon({ ...request, duration: warmupSeconds });
+const before = serverPid === null ? null : threadTimes(serverPid);
 const result = await autocannon({ ...request, duration: durationSeconds });
+const after = serverPid === null ? null : threadTimes(serverPid);
+
+/** The server's ns on a core between the readings, of all its threads and of its main thread. */
+function serverCpu() {
+  let all = 0;
+  for (const [tid, now] of after) all += now.onCpuNs - (before.get(tid)?.onCpuNs ?? 0);
+  const main = (after.get(serverPid)?.onCpuNs ?? 0) - (before.get(serverPid)?.onCpuNs ?? 0);
+  const perAnswer = (ns) => ns / 1000 / Math.max(1, result['2xx']);
+  return { serverCpuUsPerAnswer: perAnswer(all), serverMainCpuUsPerAnswer: perAnswer(main) };
+}
 process.stdout.write(
   `${JSON.stringify({
     requestsPerSecond: result['2xx'] / result.duration,
@@ -31,5 +54,6 @@ process.stdout.write(
     errors: result.errors,
     timeouts: result.timeouts,
     durationSeconds: result.duration,
+    ...(serverPid === null ? {} : serverCpu()),
   })}\n`,
 );
