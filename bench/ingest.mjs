@@ -5,7 +5,9 @@
  * next to a raw fastify server that validates the same body with the same zod schemas
  * and answers 201. With taskset, the load generator runs on core 0 and every server on
  * the other cores, so the servers do not share a core with autocannon. The order of the
- * three systems rotates from run to run.
+ * three systems rotates from run to run. Each server's time on a core per answer (all
+ * its threads, and its main thread) is reported too: the machine's neighbours move it
+ * less than they move req/s.
  *
  *   node bench/ingest.mjs [--size tiny|full] [--runs N] [--cpu-prof]
  */
@@ -72,6 +74,7 @@ await runBenchmark(NAME, async () => {
             connections: 100,
             durationSeconds,
             warmupSeconds,
+            serverPid: server.pid,
           },
           { cpus: pins?.load ?? null, timeoutMs: (durationSeconds + warmupSeconds) * 1000 + 60_000 },
         );
@@ -102,6 +105,8 @@ await runBenchmark(NAME, async () => {
         requestsPerSecond: of((r) => r[s].requestsPerSecond),
         latencyP50Ms: of((r) => r[s].latencyP50Ms),
         latencyP99Ms: of((r) => r[s].latencyP99Ms),
+        cpuUsPerAnswer: of((r) => r[s].serverCpuUsPerAnswer),
+        mainCpuUsPerAnswer: of((r) => r[s].serverMainCpuUsPerAnswer),
       },
     ]),
   );
@@ -110,7 +115,16 @@ await runBenchmark(NAME, async () => {
   figures.sqliteP99ToRaw = of((r) => r.sqliteP99ToRaw);
   printTable(
     `Ingest (POST /v1/jobs, dispatch paused, 100 connections, ${durationSeconds} s; median (min–max) of ${options.runs} run(s))`,
-    ['server', 'req/s', 'p50 ms', 'p99 ms', 'req/s ÷ raw', 'p99 ÷ raw'],
+    [
+      'server',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'req/s ÷ raw',
+      'p99 ÷ raw',
+      'µs on a core per answer',
+      'of which main thread',
+    ],
     systems.map((s) => [
       labels[s],
       formatSummary(figures[s].requestsPerSecond),
@@ -118,6 +132,8 @@ await runBenchmark(NAME, async () => {
       formatSummary(figures[s].latencyP99Ms),
       s === 'raw' ? '1' : formatSummary(s === 'kilnSqlite' ? figures.sqliteToRaw : figures.memoryToRaw, 2),
       s === 'raw' ? '1' : s === 'kilnSqlite' ? formatSummary(figures.sqliteP99ToRaw, 2) : '—',
+      formatSummary(figures[s].cpuUsPerAnswer, 1),
+      formatSummary(figures[s].mainCpuUsPerAnswer, 1),
     ]),
   );
   const target = {
