@@ -19,11 +19,12 @@
  *
  *   node bench/main-thread-cost.mjs [--size tiny|full] [--runs N] [--threads N] [--top N]
  */
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { profileFiles, readProfile, selfTimes } from './lib/cpu-profile.mjs';
 import { measureKilnRun, warmKiln } from './lib/measure.mjs';
 import { startKiln } from './lib/processes.mjs';
+import { mainThreadSchedstat } from './lib/thread-cpu.mjs';
 import {
   benchOptions,
   formatSummary,
@@ -35,24 +36,6 @@ import {
 } from './lib/report.mjs';
 
 const NAME = 'main-thread-cost';
-
-/**
- * The main thread's scheduler accounting (Linux, /proc/<pid>/task/<pid>/schedstat): ns on
- * a core, ns runnable waiting for one, and the times it was put on a core (each wake of a
- * sleeping thread is one, as is each return after it was preempted). Null where it cannot
- * be read.
- */
-function mainThreadSchedstat(pid) {
-  try {
-    const [onCpuNs, waitingNs, runs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8')
-      .trim()
-      .split(/\s+/)
-      .map(Number);
-    return [onCpuNs, waitingNs, runs].every(Number.isFinite) ? { onCpuNs, waitingNs, runs } : null;
-  } catch {
-    return null;
-  }
-}
 
 /** The main thread's profile of the server with `pid`, told from the worker threads' by its thread id (0). */
 function mainThreadProfile(dir, pid) {

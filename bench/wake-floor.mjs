@@ -6,31 +6,23 @@
  *
  *   node bench/wake-floor.mjs
  */
-import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
+import { mainThreadSchedstat } from './lib/thread-cpu.mjs';
 
 const SPIN = `const end = Date.now() + Number(require('node:worker_threads').workerData); let n = 0; while (Date.now() < end) n++;`;
-
-function schedstat() {
-  const [onCpuNs, waitingNs, runs] = readFileSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'utf8')
-    .trim()
-    .split(/\s+/)
-    .map(Number);
-  return { onCpuNs, waitingNs, runs };
-}
 
 for (const spinners of [0, 1, 2]) {
   const workers = Array.from({ length: spinners }, () => new Worker(SPIN, { eval: true, workerData: 3000 }));
   await sleep(300);
-  const before = schedstat();
+  const before = mainThreadSchedstat(process.pid);
   let ticks = 0;
   const timer = setInterval(() => {
     ticks += 1;
   }, 1);
   await sleep(2000);
   clearInterval(timer);
-  const after = schedstat();
+  const after = mainThreadSchedstat(process.pid);
   const runs = after.runs - before.runs;
   console.log(
     `beside ${spinners} spinning thread(s): ${ticks} timer wakes, ${runs} times on a core, ` +

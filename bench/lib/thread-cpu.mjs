@@ -4,6 +4,24 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
+/**
+ * The main thread's scheduler accounting (Linux, /proc/<pid>/task/<pid>/schedstat): ns on
+ * a core, ns runnable waiting for one, and the times it was put on a core (each wake of a
+ * sleeping thread is one, as is each return after it was preempted). Null where it cannot
+ * be read.
+ */
+export function mainThreadSchedstat(pid) {
+  try {
+    const [onCpuNs, waitingNs, runs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    return [onCpuNs, waitingNs, runs].every(Number.isFinite) ? { onCpuNs, waitingNs, runs } : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Every thread of process `pid`: its ns on a core, its nice value and how often it went to sleep. */
 export function threadTimes(pid) {
   const threads = new Map();

@@ -9,7 +9,7 @@
  * run, µs per 2xx answer: `serverCpuUsPerAnswer` (all its threads) and `serverMainCpuUsPerAnswer`.
  */
 import autocannon from 'autocannon';
-import { threadTimes } from '../lib/thread-cpu.mjs';
+import { perJob, threadTimes } from '../lib/thread-cpu.mjs';
 
 const input = JSON.parse(process.argv[2] ?? '{}');
 const {
@@ -36,13 +36,11 @@ const before = serverPid === null ? null : threadTimes(serverPid);
 const result = await autocannon({ ...request, duration: durationSeconds });
 const after = serverPid === null ? null : threadTimes(serverPid);
 
-/** The server's ns on a core between the readings, of all its threads and of its main thread. */
+/** The server's µs on a core per 2xx answer between the readings, of all its threads and of its main thread. */
 function serverCpu() {
-  let all = 0;
-  for (const [tid, now] of after) all += now.onCpuNs - (before.get(tid)?.onCpuNs ?? 0);
-  const main = (after.get(serverPid)?.onCpuNs ?? 0) - (before.get(serverPid)?.onCpuNs ?? 0);
-  const perAnswer = (ns) => ns / 1000 / Math.max(1, result['2xx']);
-  return { serverCpuUsPerAnswer: perAnswer(all), serverMainCpuUsPerAnswer: perAnswer(main) };
+  // No thread counts as a worker (nice at least Infinity): every thread but the main one is `rest`.
+  const { mainUs, restUs } = perJob(serverPid, Number.POSITIVE_INFINITY, before, after, Math.max(1, result['2xx']));
+  return { serverCpuUsPerAnswer: mainUs + restUs, serverMainCpuUsPerAnswer: mainUs };
 }
 process.stdout.write(
   `${JSON.stringify({
