@@ -75,6 +75,7 @@ await runBenchmark(NAME, async () => {
     ],
   );
   writeResult(NAME, {
+    size: options.size,
     options,
     parameters,
     runs,

@@ -37,6 +37,7 @@ const BENCHMARKS = [
   'pg-cluster',
   'pg-claim-latency',
   'pg-bloat',
+  'pg-finished-table',
   'limited-backlog',
   'group-backlog',
   'held-group-backlog',

@@ -8,7 +8,7 @@
  * taskset, the load generator runs on core 0 and the servers on the other cores. Which
  * system goes first alternates from run to run.
  *
- *   node bench/status-poll.mjs [--size tiny|full] [--runs N]
+ *   node bench/status-poll.mjs [--size tiny|full] [--runs N] [--cpu-prof]
  */
 import { join } from 'node:path';
 import { requestJson, waitUntilIdle } from './lib/kiln-client.mjs';
@@ -40,7 +40,7 @@ await runBenchmark(NAME, async () => {
   );
   const runs = [];
   for (let run = 1; run <= options.runs; run++) {
-    const kiln = await startKiln({ store: 'sqlite', cpus: pins?.server ?? null });
+    const kiln = await startKiln({ store: 'sqlite', cpus: pins?.server ?? null, cpuProf: options.cpuProf });
     const record = { run };
     try {
       const ids = [];
@@ -135,6 +135,7 @@ await runBenchmark(NAME, async () => {
     ],
   );
   writeResult(NAME, {
+    size: options.size,
     options,
     parameters,
     runs,

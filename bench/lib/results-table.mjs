@@ -26,6 +26,10 @@ function fmt(summary, digits = 0, scale = 1, unit = '') {
 
 const count = (n) => n.toLocaleString('en-US');
 
+/** One median over another, formatted; n/a when either is missing. */
+const ratio = (a, b, digits) =>
+  fmt({ median: a.median === null || b.median === null ? null : a.median / b.median, n: 1 }, digits);
+
 /** A verdict on medians; a tiny run's figures judge nothing. */
 function verdict(result, met) {
   if (result.size === 'tiny') return 'not judged (tiny size)';
@@ -306,6 +310,19 @@ function postgresRows(size) {
       ]);
     }
     measured.push(when('pg-bloat', bloat));
+  }
+  const finished = read('pg-finished-table', size);
+  if (finished !== null) {
+    const { finish, move } = finished.figures;
+    const side = (f, retention) =>
+      `a finish: ${fmt(f.walBytesPerJob)} WAL bytes, ${fmt(f.cpuUsPerJob, 1)} µs of PostgreSQL CPU, ${fmt(f.indexInsertsPerJob, 2)} index entries; ${retention} ${fmt(f.retentionMs)} ms; read by id p50 ${fmt(f.readP50Us)} µs`;
+    rows.push([
+      `${count(finished.parameters.total)} finished \`noop\` jobs moved by their finish into a table partitioned by finish time, an hour a partition: not built, measured against today's finish in place (pg-finished-table)`,
+      side(move, 'retention of them all (`DROP TABLE` of the partition)'),
+      side(finish, 'today (`store.finish`); retention (`store.purge`)'),
+      `of the medians: WAL ${ratio(move.walBytesPerJob, finish.walBytesPerJob, 2)} ×, retention ${ratio(move.retentionMs, finish.retentionMs, 3)} ×, read ${ratio(move.readP50Us, finish.readP50Us, 2)} ×`,
+    ]);
+    measured.push(when('pg-finished-table', finished));
   }
   return { rows, measured };
 }
