@@ -1,5 +1,6 @@
 import { FaultLog, type FaultLogger } from '../fault-log.js';
 import type { JobStore } from '../store/store.js';
+import type { FinishedAnswers } from './finished-answers.js';
 
 const RETENTION_INTERVAL_MS = 60_000;
 /** Terminal jobs deleted per store call by the retention purge. */
@@ -11,6 +12,8 @@ export interface RetentionOptions {
   /** For failed and cancelled jobs. */
   retainFailedMs: number;
   log: FaultLogger;
+  /** Forgets what it kept once jobs are deleted. */
+  answers: FinishedAnswers;
 }
 
 /** The retention purge: terminal jobs past their retention are deleted at start and every minute. */
@@ -48,12 +51,15 @@ export class Retention {
       for (const [status, ageMs] of plan) {
         for (;;) {
           const deleted = await this.#options.store.purge(status, ageMs, PURGE_CHUNK);
+          if (deleted > 0) this.#options.answers.forgetAll();
           total += deleted;
           if (deleted < PURGE_CHUNK) break;
         }
       }
       this.#fault.succeeded();
     } catch (error) {
+      // A purge the store did but could not answer (its thread died after the commit) deleted jobs too.
+      this.#options.answers.forgetAll();
       this.#fault.failed(error);
     }
     return total;

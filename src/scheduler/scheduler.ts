@@ -19,6 +19,7 @@ import { KilnError, notFound, unavailable, validationError } from './errors.js';
 import { KilnMetrics } from './statistics/metrics.js';
 import { Rescuer } from './dispatch/rescuer.js';
 import { Retention } from './retention.js';
+import { FinishedAnswers } from './finished-answers.js';
 import { ScheduleRunner } from './schedules/schedule-runner.js';
 import { isInvalidState, type JobStore, type ListFilter, type Page } from '../store/store.js';
 import { isStoreError } from '../store/errors.js';
@@ -93,6 +94,8 @@ export class Scheduler {
   readonly schedules: ScheduleRunner;
   /** This server's throughput and latencies of the last hour (GET /v1/stats). */
   readonly stats: JobStats;
+  /** Answers to polls of finished jobs, kept where this process is the store's one writer. */
+  readonly finishedAnswers: FinishedAnswers;
   readonly #store: JobStore;
   readonly #pool: WorkerPool;
   readonly #registry: TaskRegistry;
@@ -127,6 +130,7 @@ export class Scheduler {
     const clock = options.clock ?? systemClock(() => options.store.now());
     const cluster = options.store.cluster;
     this.stats = new JobStats({ now: () => clock.now() });
+    this.finishedAnswers = new FinishedAnswers(cluster === null);
     this.metrics = new KilnMetrics({
       counts: () => this.#store.counts(),
       capacity: options.capacity,
@@ -202,6 +206,7 @@ export class Scheduler {
       retainCompletedMs: options.retainCompletedMs,
       retainFailedMs: options.retainFailedMs,
       log: this.#log,
+      answers: this.finishedAnswers,
     });
     this.#cluster = new ClusterView({
       store: options.store,
@@ -410,7 +415,10 @@ export class Scheduler {
   }
 
   async retry(id: string): Promise<Job> {
-    const changes = await this.#store.retry(id).catch(unavailable);
+    const changes = await this.#store
+      .retry(id)
+      .catch(unavailable)
+      .finally(() => this.finishedAnswers.forget(id));
     if (changes === null) throw notFound(id);
     if (isInvalidState(changes)) throw new KilnError('invalid_state', changes.message);
     if (changes.job.status === 'queued') this.#dispatcher.preempt(changes.job.priority);
@@ -419,7 +427,10 @@ export class Scheduler {
   }
 
   async remove(id: string): Promise<void> {
-    const outcome = await this.#store.remove(id).catch(unavailable);
+    const outcome = await this.#store
+      .remove(id)
+      .catch(unavailable)
+      .finally(() => this.finishedAnswers.forget(id));
     if (outcome === null) throw notFound(id);
     if (isInvalidState(outcome)) throw new KilnError('invalid_state', outcome.message);
   }

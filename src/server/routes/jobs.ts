@@ -27,6 +27,13 @@ import { parseTraceparent } from '../../tracing/trace-context.js';
 const LOCATION = { Location: { description: 'The path of the job: `/v1/jobs/{id}`.', type: 'string' } };
 
 const SSE_KEEPALIVE_MS = 15_000;
+/** What fastify gives an object it serializes, for an answer sent as text already serialized. */
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** Sends JSON already serialized, as fastify would have sent the object (its serializer is JSON.stringify). */
+function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type(JSON_TYPE).send(text);
+}
 
 function toSubmitItem(body: JobRequest | BatchItem, idempotencyKey: string | undefined, path: string): SubmitItem {
   const item: SubmitItem = { type: body.type };
@@ -157,7 +164,12 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
         response: { 200: jobSchema, ...problemResponses(400, 401, 404, 503) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
+      // A finished job's answer, as it was sent before (scheduler/finished-answers.ts).
+      const answers = scheduler.finishedAnswers;
+      const kept = answers.get(request.params.id);
+      if (kept !== undefined) return sendJsonText(reply, kept);
+      const epoch = answers.epoch();
       const waitMs = Math.round((request.query.wait ?? 0) * 1000);
       const closed = new AbortController();
       const onClose = () => closed.abort();
@@ -165,7 +177,10 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
       try {
         const job = await scheduler.waitForTerminal(request.params.id, waitMs, closed.signal);
         if (job === null) throw notFound(request.params.id);
-        return renderJob(job);
+        if (!answers.enabled || !isTerminal(job.status)) return renderJob(job);
+        const text = JSON.stringify(renderJob(job));
+        answers.keep(job.id, text, epoch);
+        return sendJsonText(reply, text);
       } finally {
         request.raw.off('close', onClose);
       }
