@@ -231,6 +231,7 @@ export class Scheduler {
       metrics: this.metrics,
       finished: () => submission.finished(),
       sweepWatched: shared ? null : () => this.#shared.sweep(),
+      answers: this.finishedAnswers,
     };
     this.#unsubscribe = options.store.subscribe((event) => routeStoreEvent(event, this.#routing), {
       watching: (id) => this.events.watching(id),

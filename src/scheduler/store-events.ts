@@ -1,5 +1,6 @@
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import type { JobEvents } from './events.js';
+import type { FinishedAnswers } from './finished-answers.js';
 import type { KilnMetrics } from './statistics/metrics.js';
 import type { StoreEvent } from '../store/store.js';
 import { isTerminal } from '../contract/job.js';
@@ -16,6 +17,8 @@ export interface StoreEventRouting {
    * shared store, whose watchers are swept every second anyway.
    */
   sweepWatched: (() => void) | null;
+  /** Answers to polls of finished jobs, forgotten when the store comes back. */
+  answers: FinishedAnswers;
 }
 
 /** Routes one store event to dispatch, the watchers of the job and the metrics. */
@@ -31,6 +34,8 @@ export function routeStoreEvent(event: StoreEvent, routing: StoreEventRouting): 
     // A store of this process alone: a write that committed as its thread died was never
     // announced, so what the watchers were told may be behind the file.
     routing.sweepWatched?.();
+    // While its thread was down the file had no holder: another process may have written it.
+    routing.answers.forgetAll();
     return;
   }
   if (event.kind === 'paused') {

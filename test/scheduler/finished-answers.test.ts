@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { FINISHED_ANSWER_MAX, FinishedAnswers } from '../../src/scheduler/finished-answers.js';
 import { Retention } from '../../src/scheduler/retention.js';
@@ -128,6 +129,46 @@ describe('finished answers: GET /v1/jobs/{id} on a store of one process', () => 
       assert.equal(answers.get(id), undefined);
     }
     assert.equal((await server.request('POST', '/v1/queue/resume')).status, 200);
+  });
+});
+
+describe('finished answers: while the store thread is down', () => {
+  it('answers 503 as every read does, and forgets what it kept once a new thread holds the file', async () => {
+    let store: SqliteStore | null = null;
+    const server = await startServer({ KILN_STORE: 'sqlite' }, async (dir) => {
+      store = await SqliteStore.open(join(dir, 'kiln.db'), { capacity: 100, restartDelayMs: 1000 });
+      return store;
+    });
+    try {
+      const created = await server.request('POST', '/v1/jobs', { type: 'noop' });
+      await server.waitForJob(created.body.id);
+      const first = await server.request('GET', `/v1/jobs/${created.body.id}`);
+      const answers = server.kiln.scheduler.finishedAnswers;
+      assert.equal(answers.size, 1);
+
+      const opened = store as SqliteStore | null;
+      assert.ok(opened?.thread);
+      let back = false;
+      const restarted = new Promise<void>((resolve) => {
+        const unsubscribe = opened.subscribe((event) => {
+          if (event.kind !== 'ready') return;
+          back = true;
+          unsubscribe();
+          resolve();
+        });
+      });
+      await opened.thread.terminate();
+      const down = await server.request('GET', `/v1/jobs/${created.body.id}`);
+      // A machine slow enough to take the restart delay over one request reads the new thread.
+      if (back) assert.equal(down.status, 200, down.text);
+      else assert.equal(down.status, 503, down.text);
+      await restarted;
+      assert.equal(answers.size, 0, 'forgotten when the new thread took the file');
+      const again = await server.request('GET', `/v1/jobs/${created.body.id}`);
+      assert.equal(again.text, first.text);
+    } finally {
+      await server.close();
+    }
   });
 });
 

@@ -165,9 +165,10 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
       },
     },
     async (request, reply) => {
-      // A finished job's answer, as it was sent before (scheduler/finished-answers.ts).
+      // A finished job's answer, as it was sent before (scheduler/finished-answers.ts); while
+      // the store is down, reads answer 503 as every other read does.
       const answers = scheduler.finishedAnswers;
-      const kept = answers.get(request.params.id);
+      const kept = scheduler.storeAvailable ? answers.get(request.params.id) : undefined;
       if (kept !== undefined) return sendJsonText(reply, kept);
       const epoch = answers.epoch();
       const waitMs = Math.round((request.query.wait ?? 0) * 1000);
