@@ -263,13 +263,13 @@ async function oneRun(run, variant, total, newJob) {
     if (variant === 'move') await withPg((client) => createJobsDone(client, s));
     const insertMark = await pgCostMark();
     await insertAll(store, total, newJob);
-    const insertCost = await pgCostSince(insertMark, total);
+    const insertCost = await pgCostSince(insertMark, total, { byRelation: true });
     const claimMark = await pgCostMark();
     const claimed = await claimAll(store, total);
-    const claimCost = await pgCostSince(claimMark, total);
+    const claimCost = await pgCostSince(claimMark, total, { byRelation: true });
     const mark = await pgCostMark();
     const finishMs = await finishAll(store, variant, s, claimed);
-    const cost = await pgCostSince(mark, total);
+    const cost = await pgCostSince(mark, total, { byRelation: true });
     const reads = await readsById(
       variant,
       s,
@@ -383,6 +383,38 @@ await runBenchmark(NAME, async () => {
       row('jobs MiB after VACUUM', 'jobsMiBAfterVacuum', 1),
       row('that VACUUM, ms', 'vacuumMs'),
     ],
+  );
+  // Where each phase's WAL goes, relation by relation: the insert and the claim of today's
+  // variant (the same in each), and the finish of today's and of the move.
+  const phases = [
+    ['insert', (r) => r.finish.insertCost],
+    ['claim', (r) => r.finish.claimCost],
+    ['finish (today)', (r) => r.finish.cost],
+    ['finish (move)', (r) => r.move.cost],
+  ];
+  const relations = [
+    ...new Set(runs.flatMap((r) => phases.flatMap(([, at]) => Object.keys(at(r).walBytesPerJobByRelation)))),
+  ];
+  figures.walBytesPerJobByRelation = Object.fromEntries(
+    phases.map(([phase, at]) => [
+      phase,
+      Object.fromEntries(
+        relations.map((relation) => [relation, of((r) => at(r).walBytesPerJobByRelation[relation] ?? 0)]),
+      ),
+    ]),
+  );
+  const weight = (relation) =>
+    phases.reduce((sum, [phase]) => sum + figures.walBytesPerJobByRelation[phase][relation].median, 0);
+  printTable(
+    `${NAME}: WAL bytes per job by the relation written (median of ${options.runs} run(s))`,
+    ['relation', ...phases.map(([phase]) => phase)],
+    relations
+      .filter((relation) => weight(relation) >= 1)
+      .sort((a, b) => weight(b) - weight(a))
+      .map((relation) => [
+        relation,
+        ...phases.map(([phase]) => figures.walBytesPerJobByRelation[phase][relation].median.toFixed(0)),
+      ]),
   );
   writeResult(NAME, { size: options.size, parameters, runs, figures });
 });

@@ -70,7 +70,7 @@ const RECORD_KINDS = {
  * server is not local) and the WAL's records by kind (see RECORD_KINDS), plus every kind
  * seen with its count for the result file.
  */
-export async function pgCostSince(before, jobs) {
+export async function pgCostSince(before, jobs, { byRelation = false } = {}) {
   const after = await pgCostMark();
   return withPg(async (client) => {
     const bytes = await client.query('SELECT pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::float8 AS bytes', [
@@ -104,6 +104,24 @@ export async function pgCostSince(before, jobs) {
           : ((after.cpuSeconds - before.cpuSeconds) * 1e6) / jobs,
       ...Object.fromEntries(Object.entries(RECORD_KINDS).map(([name, kinds]) => [`${name}PerJob`, perJob(kinds)])),
       records,
+      ...(byRelation ? { walBytesPerJobByRelation: await walByRelation(client, before.lsn, after.lsn, jobs) } : {}),
     };
   });
+}
+
+/**
+ * WAL bytes per job by the relation each record writes (the first block it names: a
+ * table, an index, a sequence), named as `regclass` names it; records that name no block
+ * (commits, running transactions) under `(none)`. A full-page image counts with its record.
+ */
+async function walByRelation(client, from, to, jobs) {
+  const { rows } = await client.query(
+    `SELECT coalesce(pg_filenode_relation(0, w.node::oid)::text, w.node, '(none)') AS relation,
+            sum(w.record_length)::float8 AS bytes
+       FROM (SELECT substring(block_ref FROM 'rel \\d+/\\d+/(\\d+)') AS node, record_length
+               FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)) w
+      GROUP BY 1 ORDER BY 2 DESC`,
+    [from, to],
+  );
+  return Object.fromEntries(rows.map((row) => [row.relation.replace(/^.*\./, ''), row.bytes / jobs]));
 }
