@@ -36,7 +36,8 @@ import {
 
 const NAME = 'priority-latency';
 const SPIN_MS = 2;
-const TARGET_P99_MS = SPIN_MS + 2;
+/** p99 targets: one running job + 2 ms quiet, one job + 6 ms while another client submits. */
+const TARGET_P99_MS = { quiet: SPIN_MS + 2, submitting: SPIN_MS + 6 };
 const VARIANTS = ['quiet', 'submitting'];
 const LABELS = { quiet: 'quiet', submitting: 'while another client submits' };
 const LOW = { type: 'cpu.spin', payload: { ms: SPIN_MS }, priority: 0 };
@@ -211,7 +212,7 @@ await runBenchmark(NAME, async () => {
           formatSummary(f.serverP50Ms),
           formatSummary(f.serverP99Ms),
           formatSummary(f.serverMaxMs),
-          (f.serverP99Ms.median / TARGET_P99_MS).toFixed(2),
+          (f.serverP99Ms.median / TARGET_P99_MS[variant]).toFixed(2),
         ],
         [
           '',
@@ -219,7 +220,7 @@ await runBenchmark(NAME, async () => {
           formatSummary(f.clientP50Ms),
           formatSummary(f.clientP99Ms),
           formatSummary(f.clientMaxMs),
-          (f.clientP99Ms.median / TARGET_P99_MS).toFixed(2),
+          (f.clientP99Ms.median / TARGET_P99_MS[variant]).toFixed(2),
         ],
       ];
     }),
@@ -227,12 +228,13 @@ await runBenchmark(NAME, async () => {
   console.log(`the other client submitted ${formatSummary(figures.submitting.submittedPerSecond)} jobs/s`);
   const target = {
     p99Ms: TARGET_P99_MS,
-    quietMet: figures.quiet.serverP99Ms.median <= TARGET_P99_MS,
-    submittingMet: figures.submitting.serverP99Ms.median <= TARGET_P99_MS,
+    quietMet: figures.quiet.serverP99Ms.median <= TARGET_P99_MS.quiet,
+    submittingMet: figures.submitting.serverP99Ms.median <= TARGET_P99_MS.submitting,
   };
   target.met = target.quietMet && target.submittingMet;
   console.log(
-    `target: p99 <= ${TARGET_P99_MS} ms (one ${SPIN_MS} ms job + 2 ms): quiet ${target.quietMet ? 'met' : 'MISSED'}; while another client submits ${target.submittingMet ? 'met' : 'MISSED'}`,
+    `target: p99 <= ${TARGET_P99_MS.quiet} ms quiet (one ${SPIN_MS} ms job + 2 ms): ${target.quietMet ? 'met' : 'MISSED'}; ` +
+      `<= ${TARGET_P99_MS.submitting} ms while another client submits (one job + 6 ms): ${target.submittingMet ? 'met' : 'MISSED'}`,
   );
   const path = writeResult(NAME, { size: options.size, variant: options.variant, parameters, target, figures, runs });
   console.log(`wrote ${path}`);

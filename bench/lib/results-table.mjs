@@ -102,7 +102,7 @@ function priorityRow(r) {
     `${p.probes} priority-9 jobs behind ${backlog} queued ${job} ms jobs, \`startedAt − createdAt\``,
     `quiet: p50 ${fmt(quiet.serverP50Ms, 0, 1, ' ms')}, p99 ${fmt(quiet.serverP99Ms, 0, 1, ' ms')}; while another client submits: p50 ${fmt(submitting.serverP50Ms, 0, 1, ' ms')}, p99 ${fmt(submitting.serverP99Ms, 0, 1, ' ms')}`,
     `one job = ${job} ms`,
-    `p99 ≤ one job + 2 ms, also while jobs are being submitted`,
+    `p99 ≤ one job + 2 ms quiet, ≤ one job + 6 ms while jobs are being submitted`,
     `p99 ÷ one job: quiet ${(quiet.serverP99Ms.median / job).toFixed(1)}, submitting ${(submitting.serverP99Ms.median / job).toFixed(1)}`,
     `quiet: ${verdict(r, r.target.quietMet)}; submitting: ${verdict(r, r.target.submittingMet)}`,
   ];
