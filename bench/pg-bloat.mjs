@@ -29,6 +29,7 @@ import {
   KILN_SCHEMA_PREFIX,
   noopJobMaker,
   openPostgresStore,
+  purgeCompleted,
   requirePostgres,
   serverSettings,
   tableStats,
@@ -123,19 +124,6 @@ async function runJobs(store, total, newJob) {
   return { elapsedMs: performance.now() - started, completed };
 }
 
-async function purgeAll(store) {
-  const started = performance.now();
-  let purged = 0;
-  let calls = 0;
-  for (;;) {
-    const n = await store.purge('completed', 0, PURGE_BATCH);
-    calls++;
-    if (n === 0) break;
-    purged += n;
-  }
-  return { purged, calls, elapsedMs: performance.now() - started };
-}
-
 async function oneRun(run, mode, total, newJob, vacuumEveryMs) {
   const schema = freshSchemaName(KILN_SCHEMA_PREFIX);
   let store = null;
@@ -153,7 +141,7 @@ async function oneRun(run, mode, total, newJob, vacuumEveryMs) {
     store = null;
     const completed = await statsNow(schema);
     store = await openPostgresStore({ schema, poolSize: 10 });
-    const purge = await purgeAll(store);
+    const purge = await purgeCompleted(store, PURGE_BATCH);
     if (purge.purged !== total) throw new Error(`purged ${purge.purged} of ${total} jobs`);
     const during = await vacuuming.stop();
     vacuuming = null;

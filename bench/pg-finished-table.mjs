@@ -42,9 +42,9 @@ import {
   KILN_SCHEMA_PREFIX,
   noopJobMaker,
   openPostgresStore,
+  purgeCompleted,
   requirePostgres,
   serverSettings,
-  tableStats,
   withPg,
 } from './lib/postgres.mjs';
 import {
@@ -53,7 +53,6 @@ import {
   percentile,
   printTable,
   runBenchmark,
-  sleep,
   summarize,
   writeResult,
 } from './lib/report.mjs';
@@ -70,9 +69,16 @@ const HOUR_MS = 3_600_000;
 const VARIANTS = ['finish', 'update', 'move'];
 const MiB = 2 ** 20;
 
-/** What a completed finish sets, besides the status (the columns a rescue or a retry would read). */
-const FINISHED_SET = `result = '{}', error = NULL, finished_at = {{s}}.now_ms(), lease_owner = NULL,
-  lease_expires_at = NULL, progress = NULL`;
+/** What a completed finish sets (the columns a read, a rescue or a retry would see), as SQL of the schema `s`. */
+const completedColumns = (s) => ({
+  status: `'completed'`,
+  result: `'{}'`,
+  error: 'NULL',
+  finished_at: `${s}.now_ms()`,
+  lease_owner: 'NULL',
+  lease_expires_at: 'NULL',
+  progress: 'NULL',
+});
 
 /** The partitioned table for finished jobs: one partition an hour from a day back to an hour ahead. */
 async function createJobsDone(client, s) {
@@ -103,15 +109,7 @@ async function moveStatement(client, s) {
     `SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jobs' ORDER BY ordinal_position`,
     [s.slice(1, -1)],
   );
-  const set = {
-    status: `'completed'`,
-    result: `'{}'`,
-    error: 'NULL',
-    finished_at: `${s}.now_ms()`,
-    lease_owner: 'NULL',
-    lease_expires_at: 'NULL',
-    progress: 'NULL',
-  };
+  const set = completedColumns(s);
   const columns = rows.map((row) => row.column_name);
   const values = columns.map((column) => set[column] ?? `d.${column}`);
   return `WITH d AS (
@@ -146,7 +144,9 @@ async function finishAll(store, variant, s, claimed) {
   const sql =
     variant === 'move'
       ? await withPg((client) => moveStatement(client, s))
-      : `UPDATE ${s}.jobs SET status = 'completed', ${FINISHED_SET.replaceAll('{{s}}', s)}
+      : `UPDATE ${s}.jobs SET ${Object.entries(completedColumns(s))
+          .map(([column, value]) => `${column} = ${value}`)
+          .join(', ')}
          WHERE id = ANY ($1::uuid[]) AND status = 'running' AND lease_owner = $2`;
   const started = performance.now();
   let finished = 0;
@@ -204,35 +204,21 @@ async function readsById(variant, s, ids) {
   });
 }
 
-async function sizes(s, schema, variant) {
-  await sleep(1000); // the connections' statistics reach the server as they are sent
+/** The on-disk size of `jobs` and of `jobs_done`'s partitions, with their indexes, in bytes. */
+async function sizes(s) {
   return withPg(async (client) => {
-    const jobs = await tableStats(client, schema, 'jobs');
-    let doneBytes = 0;
-    if (variant === 'move') {
-      const { rows } = await client.query(
-        `SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0)::bigint AS bytes FROM pg_inherits WHERE inhparent = '${s}.jobs_done'::regclass`,
-      );
-      doneBytes = Number(rows[0].bytes);
-    }
-    return { jobsBytes: jobs.totalBytes, jobsDeadTuples: jobs.deadTuples, doneBytes };
+    const { rows } = await client.query(
+      `SELECT pg_total_relation_size('${s}.jobs'::regclass)::bigint AS jobs,
+              (SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits
+                WHERE inhparent = to_regclass('${s}.jobs_done'))::bigint AS done`,
+    );
+    return { jobsBytes: Number(rows[0].jobs), doneBytes: Number(rows[0].done) };
   });
 }
 
 /** Retention of every finished job: the store's purge, or the DROP of the partitions that hold them. */
 async function retention(store, variant, s) {
-  const started = performance.now();
-  if (variant !== 'move') {
-    let purged = 0;
-    let calls = 0;
-    for (;;) {
-      const n = await store.purge('completed', 0, PURGE_BATCH);
-      calls++;
-      if (n === 0) break;
-      purged += n;
-    }
-    return { purged, calls, ms: performance.now() - started };
-  }
+  if (variant !== 'move') return purgeCompleted(store, PURGE_BATCH);
   // A partition past retention is known by its bounds; the count here only checks the figure.
   return withPg(async (client) => {
     const { rows } = await client.query(
@@ -240,17 +226,17 @@ async function retention(store, variant, s) {
     );
     let purged = 0;
     let calls = 0;
-    let ms = 0;
+    let elapsedMs = 0;
     for (const { name } of rows) {
       const count = await client.query(`SELECT count(*)::int AS n FROM ${name}`);
       if (count.rows[0].n === 0) continue;
       const dropStarted = performance.now();
       await client.query(`DROP TABLE ${name}`);
-      ms += performance.now() - dropStarted;
+      elapsedMs += performance.now() - dropStarted;
       calls++;
       purged += count.rows[0].n;
     }
-    return { purged, calls, ms };
+    return { purged, calls, elapsedMs };
   });
 }
 
@@ -275,17 +261,17 @@ async function oneRun(run, variant, total, newJob) {
       s,
       claimed.map((job) => job.id),
     );
-    const before = await sizes(s, schema, variant);
+    const before = await sizes(s);
     const purge = await retention(store, variant, s);
     if (purge.purged !== total) throw new Error(`${variant}: retention removed ${purge.purged} of ${total} jobs`);
-    const purged = await sizes(s, schema, variant);
+    const purged = await sizes(s);
     const vacuumStarted = performance.now();
     await withPg((client) => client.query(`VACUUM ${s}.jobs`));
     const vacuumMs = performance.now() - vacuumStarted;
-    const vacuumed = await sizes(s, schema, variant);
+    const vacuumed = await sizes(s);
     console.log(
       `  run ${run}, ${variant}: ${cost.walBytesPerJob.toFixed(0)} WAL bytes and ${cost.cpuUsPerJob?.toFixed(1) ?? '—'} µs of PostgreSQL CPU a finish; ` +
-        `read by id p50 ${reads.p50Us.toFixed(0)} µs; retention ${purge.ms.toFixed(0)} ms (${purge.calls} statements); ` +
+        `read by id p50 ${reads.p50Us.toFixed(0)} µs; retention ${purge.elapsedMs.toFixed(0)} ms (${purge.calls} statements); ` +
         `jobs ${(purged.jobsBytes / MiB).toFixed(1)} MiB after it, ${(vacuumed.jobsBytes / MiB).toFixed(1)} MiB after VACUUM (${vacuumMs.toFixed(0)} ms)`,
     );
     return { run, variant, insertCost, claimCost, finishMs, cost, reads, before, purge, purged, vacuumMs, vacuumed };
@@ -346,7 +332,7 @@ await runBenchmark(NAME, async () => {
       finishJobsPerSecond: of((r) => (total / at(r).finishMs) * 1000),
       readP50Us: of((r) => at(r).reads.p50Us),
       readP99Us: of((r) => at(r).reads.p99Us),
-      retentionMs: of((r) => at(r).purge.ms),
+      retentionMs: of((r) => at(r).purge.elapsedMs),
       jobsMiBBefore: of((r) => at(r).before.jobsBytes / MiB),
       doneMiBBefore: of((r) => at(r).before.doneBytes / MiB),
       jobsMiBAfterRetention: of((r) => at(r).purged.jobsBytes / MiB),

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { ROOT_DIR } from './processes.mjs';
@@ -128,6 +129,23 @@ export async function noopJobMaker() {
     runAt: null,
     createdAt: now,
   });
+}
+
+/**
+ * `store.purge('completed', 0, batch)` until it answers 0: every completed job deleted, as
+ * retention would; answers how many, in how many calls and how long it took.
+ */
+export async function purgeCompleted(store, batch) {
+  const started = performance.now();
+  let purged = 0;
+  let calls = 0;
+  for (;;) {
+    const n = await store.purge('completed', 0, batch);
+    calls++;
+    if (n === 0) break;
+    purged += n;
+  }
+  return { purged, calls, elapsedMs: performance.now() - started };
 }
 
 /** Sizes of a table and its statistics (pg_stat_user_tables). */

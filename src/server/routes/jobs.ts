@@ -178,7 +178,7 @@ export function registerJobRoutes(app: TypedApp, scheduler: Scheduler): void {
       try {
         const job = await scheduler.waitForTerminal(request.params.id, waitMs, closed.signal);
         if (job === null) throw notFound(request.params.id);
-        if (!answers.enabled || !isTerminal(job.status)) return renderJob(job);
+        if (!isTerminal(job.status)) return renderJob(job);
         const text = JSON.stringify(renderJob(job));
         answers.keep(job.id, text, epoch);
         return sendJsonText(reply, text);
