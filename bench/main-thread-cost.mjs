@@ -21,7 +21,7 @@
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { profileFiles, readProfile, selfTimes } from './lib/cpu-profile.mjs';
+import { mainThreadProfile, readProfile, selfTimes } from './lib/cpu-profile.mjs';
 import { measureKilnRun, warmKiln } from './lib/measure.mjs';
 import { startKiln } from './lib/processes.mjs';
 import { mainThreadSchedstat } from './lib/thread-cpu.mjs';
@@ -36,16 +36,6 @@ import {
 } from './lib/report.mjs';
 
 const NAME = 'main-thread-cost';
-
-/** The main thread's profile of the server with `pid`, told from the worker threads' by its thread id (0). */
-function mainThreadProfile(dir, pid) {
-  const files = profileFiles(dir).filter((file) => file.pid === pid);
-  const main = files.filter((file) => file.threadId === 0);
-  if (main.length !== 1) {
-    throw new Error(`expected one main-thread profile of process ${pid} in ${dir}, found ${main.length}`);
-  }
-  return { path: main[0].path, workerProfiles: files.length - 1 };
-}
 
 async function measure(workload, run, options) {
   const dir = join(

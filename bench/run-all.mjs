@@ -33,6 +33,7 @@ const BENCHMARKS = [
   'status-poll',
   'memory',
   'main-thread-cost',
+  'dispatch-ceiling',
   'pg-throughput',
   'pg-cluster',
   'pg-claim-latency',

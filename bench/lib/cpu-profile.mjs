@@ -74,3 +74,13 @@ export function selfTimes(profile, { fromUs = Number.NEGATIVE_INFINITY, toUs = N
     toUs: Math.min(toUs, profile.endTime),
   };
 }
+
+/** The main thread's profile of the server with `pid`, told from the worker threads' by its thread id (0). */
+export function mainThreadProfile(dir, pid) {
+  const files = profileFiles(dir).filter((file) => file.pid === pid);
+  const main = files.filter((file) => file.threadId === 0);
+  if (main.length !== 1) {
+    throw new Error(`expected one main-thread profile of process ${pid} in ${dir}, found ${main.length}`);
+  }
+  return { path: main[0].path, workerProfiles: files.length - 1 };
+}

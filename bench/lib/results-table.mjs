@@ -190,6 +190,30 @@ function mainThreadCost(results) {
   );
 }
 
+/** Figure 17: the dispatch ceiling, a row per job length. */
+function dispatchCeiling(r) {
+  return markdownTable(
+    [
+      `job (\`block\`, ${r.parameters.pool} threads)`,
+      'jobs/s (% of ideal)',
+      'cores kept busy',
+      'main thread µs/job on a core',
+      'jobs per second of main-thread CPU',
+      'main thread busy',
+      'the machine busy',
+    ],
+    r.figures.map((f) => [
+      `${count(f.jobs)} × ${f.ms} ms`,
+      `${fmt(f.jobsPerSecond)} (${fmt(f.percentOfIdeal, 1, 1, ' %')})`,
+      fmt(f.coresBusy, 1),
+      fmt(f.mainUs, 1),
+      fmt(f.perMainCpuSecond),
+      fmt(f.mainBusy, 0, 1, ' %'),
+      fmt(f.machineBusy, 0, 1, ' %'),
+    ]),
+  );
+}
+
 function otherRows(size) {
   const rows = [];
   const efficiency = read('cpu-efficiency', size);
@@ -364,6 +388,16 @@ export function resultsTable(size = 'full') {
         when(variant === null ? 'main-thread-cost' : `main-thread-cost --threads ${result.parameters.threads}`, result),
       );
     }
+  }
+  const ceiling = read('dispatch-ceiling', size);
+  if (ceiling !== null) {
+    lines.push(
+      `The dispatch ceiling (\`dispatch-ceiling\`; single jobs that hold a thread without a core; ≥ ${count(ceiling.target.perMainCpuSecond)} jobs per second of main-thread CPU: ${verdict(ceiling, ceiling.target.met)}):`,
+      '',
+      ...dispatchCeiling(ceiling),
+      '',
+    );
+    measured.push(when('dispatch-ceiling', ceiling));
   }
   const other = otherRows(size);
   if (other.rows.length > 0) {
