@@ -26,6 +26,11 @@
  *     64 worker threads' own overhead shares the 2 cores with the main thread and the
  *     store thread, so the machine fills first; on a machine of many cores it would not.
  *
+ * Then, with most threads idle: single POSTs of 1 ms `block` jobs, each sent once the last
+ * was answered (2,000; 200 tiny), on a fresh server: µs on a core per job by kind of thread
+ * and the wakes per 100 jobs of the main thread and of the worker threads. A wake of every
+ * waiting thread per job shows here.
+ *
  * With --cpu-prof, the server runs under `node --cpu-prof`, and each run prints its main
  * thread's functions with the most self time per job over the timed span.
  *
@@ -138,6 +143,29 @@ async function measure(ms, run, options) {
   return record;
 }
 
+/**
+ * Most threads idle: single POSTs of 1 ms `block` jobs, each sent once the last was
+ * answered, so that a job at a time waits and the other threads wait for work. Answers
+ * µs on a core per job by kind of thread, and the wakes of the main and worker threads.
+ */
+async function measureTrickle(run, options) {
+  const server = await startKiln({ store: 'sqlite', threads: options.pool, env: { KILN_TASKS_DIR: TASKS_DIR } });
+  try {
+    const job = { type: 'block', payload: { ms: 1 } };
+    const post = () => requestJson(`${server.url}/v1/jobs`, { method: 'POST', body: job });
+    for (let i = 0; i < 300; i++) await post();
+    await waitUntilIdle(server.url);
+    const jobs = options.tiny ? 200 : 2000;
+    const before = threadTimes(server.pid);
+    let last = null;
+    for (let i = 0; i < jobs; i++) last = await post();
+    await waitUntilIdle(server.url, { lastJobId: last.id });
+    return { run, jobs, ...perJob(server.pid, WORKER_NICE, before, threadTimes(server.pid), jobs) };
+  } finally {
+    await server.stop();
+  }
+}
+
 await runBenchmark(NAME, async () => {
   const options = benchOptions(
     { full: 3, tiny: 1 },
@@ -179,6 +207,16 @@ await runBenchmark(NAME, async () => {
           `main thread ${record.mainUs.toFixed(1)} µs/job on a core (${(record.mainBusy * 100).toFixed(0)} % busy, ${record.perMainCpuSecond.toFixed(0)} jobs per CPU second), rest ${record.restUs.toFixed(1)}, workers ${record.workersUs.toFixed(1)} µs/job; the machine ${(record.machineBusy * 100).toFixed(0)} % busy`,
       );
     }
+  }
+
+  const trickleRuns = [];
+  for (let r = 1; r <= options.runs; r++) {
+    const record = await measureTrickle(r, run);
+    trickleRuns.push(record);
+    console.log(
+      `  run ${r}, one 1 ms job at a time: main thread ${record.mainUs.toFixed(1)}, rest ${record.restUs.toFixed(1)}, workers ${record.workersUs.toFixed(1)} µs/job; ` +
+        `wakes per 100 jobs: main ${record.mainWakesPer100.toFixed(0)}, workers ${record.workerWakesPer100.toFixed(0)}`,
+    );
   }
 
   const figures = lengths.map((ms) => {
@@ -232,12 +270,43 @@ await runBenchmark(NAME, async () => {
       formatSummary(f.mainWakesPer100, 0),
     ]),
   );
+  const ofTrickle = (pick) => summarize(trickleRuns.map(pick));
+  const trickle = {
+    jobs: trickleRuns[0].jobs,
+    mainUs: ofTrickle((r) => r.mainUs),
+    restUs: ofTrickle((r) => r.restUs),
+    workersUs: ofTrickle((r) => r.workersUs),
+    mainWakesPer100: ofTrickle((r) => r.mainWakesPer100),
+    workerWakesPer100: ofTrickle((r) => r.workerWakesPer100),
+  };
+  printTable(
+    `Most threads idle: ${trickle.jobs} single POSTs of 1 ms block jobs, one at a time (${pool} threads)`,
+    ['main µs/job', 'rest µs/job', 'workers µs/job', 'main wakes/100 jobs', 'worker wakes/100 jobs'],
+    [
+      [
+        formatSummary(trickle.mainUs, 1),
+        formatSummary(trickle.restUs, 1),
+        formatSummary(trickle.workersUs, 1),
+        formatSummary(trickle.mainWakesPer100, 0),
+        formatSummary(trickle.workerWakesPer100, 0),
+      ],
+    ],
+  );
   // Judged on the length that reads lowest: the longer the jobs, the fewer share a drain.
   const lowest = Math.min(...figures.map((f) => f.perMainCpuSecond.median));
   const target = { perMainCpuSecond: TARGET_PER_MAIN_CPU_SECOND, met: lowest >= TARGET_PER_MAIN_CPU_SECOND };
   console.log(
     `target: >= ${TARGET_PER_MAIN_CPU_SECOND.toLocaleString('en-US')} single jobs per second of main-thread CPU at every length: ${target.met ? 'met' : 'MISSED'} (lowest ${lowest.toFixed(0)})`,
   );
-  const path = writeResult(NAME, { size: options.size, variant: null, parameters, target, figures, runs });
+  const path = writeResult(NAME, {
+    size: options.size,
+    variant: null,
+    parameters,
+    target,
+    figures,
+    trickle,
+    runs,
+    trickleRuns,
+  });
   console.log(`wrote ${path}`);
 });

@@ -375,6 +375,7 @@ export class WorkerPool {
     for (const slot of answered) this.#answer(slot);
     this.#queue.skipHead((candidate) => this.slots.recalled(candidate));
     this.#settleRecalled();
+    this.#queue.rewake();
     if (started.length > 0) this.#listener?.started(started);
     if (this.#inFlight.size === 0 && this.#drainTimer !== null) {
       clearInterval(this.#drainTimer);

@@ -34,7 +34,8 @@
  *   skips it without running it.
  *
  * Wakes: a thread with nothing to take waits on `tail` (Atomics.waitAsync; the main thread
- * notifies as it publishes) and, as it starts waiting, counts itself on DRY and notifies
+ * wakes one waiter per message it publishes, and on its beat wakes waiters again for
+ * messages none took, see rewake) and, as it starts waiting, counts itself on DRY and notifies
  * it, which is what wakes the main thread to claim more. A parked thread waits on IN_USE.
  * Answers are not rung, and travel on no port (a message on a port wakes its receiver's
  * event loop whether or not it listens): the main thread collects them on its own beat
@@ -76,6 +77,8 @@ export class WorkQueue {
   readonly #ring: Int32Array;
   readonly #lengths: Int32Array;
   readonly #texts: Buffer[];
+  /** `head` at the last rewake(). */
+  #headAtRewake = -1;
 
   constructor(slots: number, threadsInUse: number) {
     this.buffers = {
@@ -117,10 +120,25 @@ export class WorkQueue {
     const position = Atomics.load(this.#control, TAIL);
     Atomics.store(this.#ring, position % this.#ring.length, slot | (isolated ? ISOLATED : 0));
     Atomics.store(this.#control, TAIL, position + 1);
-    // Every waiter: a thread terminated while it waited may leave its waiter behind, and a
-    // wake for one could go to it.
-    Atomics.notify(this.#control, TAIL);
+    // One waiter per message: waking every waiting thread for each message woke all but
+    // one for nothing, and each of those counted itself dry and woke the main thread.
+    Atomics.notify(this.#control, TAIL, 1);
     return position;
+  }
+
+  /**
+   * Wakes waiting threads again for messages that no thread took since the last call
+   * (`head` has not moved while messages waited): a wake can go to a thread that is
+   * being terminated, or that was parked as it woke, and its message would otherwise wait
+   * for the next publish or for a busy thread to finish. Called on the main thread's beat;
+   * answers how many threads it woke.
+   */
+  rewake(): number {
+    const head = Atomics.load(this.#control, HEAD);
+    const queued = Atomics.load(this.#control, TAIL) - head;
+    const unmoved = head === this.#headAtRewake;
+    this.#headAtRewake = head;
+    return queued > 0 && unmoved ? Atomics.notify(this.#control, TAIL, queued) : 0;
   }
 
   /**
