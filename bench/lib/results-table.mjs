@@ -392,7 +392,7 @@ export function resultsTable(size = 'full') {
   const ceiling = read('dispatch-ceiling', size);
   if (ceiling !== null) {
     lines.push(
-      `The dispatch ceiling (\`dispatch-ceiling\`; single jobs that hold a thread without a core; ≥ ${count(ceiling.target.perMainCpuSecond)} jobs per second of main-thread CPU: ${verdict(ceiling, ceiling.target.met)}):`,
+      `The dispatch ceiling (\`dispatch-ceiling\`; single jobs that hold a thread without a core; ≥ ${count(ceiling.target.perMainCpuSecond)} jobs per second of main-thread CPU, judged at ${ceiling.target.judgedAtMs} ms: ${verdict(ceiling, ceiling.target.met)}):`,
       '',
       ...dispatchCeiling(ceiling),
       '',
