@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { CLAIM_TRANSACTION, claimStatements } from '../../src/store/postgres/claim.js';
 import { heldGroupStatements } from '../../src/store/postgres/held-groups.js';
+import { ROUND_BASES, roundBase } from '../../src/store/postgres/sql.js';
 import type { JobStore, StoreEvent } from '../../src/store/store.js';
 import { pollUntil } from '../support/poll.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
@@ -473,6 +474,33 @@ describe('postgres store: several stores on one schema (KILN_TEST_PG)', () => {
             const blocks = [...plan.matchAll(/"Shared (?:Hit|Read) Blocks": (\d+)/g)].map((m) => Number(m[1]));
             assert.ok(Math.max(...blocks) <= 20, `a probe reads ${Math.max(...blocks)} blocks: ${plan}`);
           }
+          // The insert and the promotion of due jobs run the same probes inline (ROUND_BASES), in
+          // statements a connection prepares once: custom and generic plans alike read the round
+          // indexes in order.
+          const s = `"${schema}"`;
+          const bases = `WITH i AS (SELECT * FROM unnest($1::smallint[], $2::text[]) AS i(priority, group_key)),
+${ROUND_BASES(s, 'i')} SELECT * FROM bases`;
+          for (const generic of [false, true]) {
+            const plan = await explainPlan(db, bases, [[5, 5, 5], '{NULL,tenant-5,tenant-unknown}'], 'BEGIN', generic);
+            const reads = planNodes(plan).filter((node) => node['Relation Name'] === 'jobs');
+            assert.equal(reads.length, 3, `the three probes (${generic ? 'generic' : 'custom'} plan)`);
+            for (const node of [...reads, ...planNodes(plan)]) {
+              assert.doesNotMatch(String(node['Node Type']), /^(Sort|Seq Scan)$/, JSON.stringify(plan));
+            }
+          }
+          const answers = await db.query<{ group_key: string | null; base: string; fn: string }>(
+            `${bases.replace('SELECT * FROM bases', '')} SELECT group_key, base, ${s}.round_base(priority, group_key) AS fn FROM bases`,
+            [[5, 5, 5], '{NULL,tenant-5,tenant-unknown}'],
+          );
+          assert.equal(answers.rows.length, 3);
+          for (const row of answers.rows) assert.equal(row.base, row.fn, `the same round for group ${row.group_key}`);
+          // One rule: the function (migration 004) is the text the statements inline.
+          const source = await db.query<{ prosrc: string }>(
+            `SELECT prosrc FROM pg_proc WHERE proname = 'round_base' AND pronamespace = $1::regnamespace`,
+            [s],
+          );
+          const words = (text: string) => text.replace(/\s+/g, ' ').trim();
+          assert.equal(words(source.rows[0]?.prosrc ?? ''), words(`SELECT ${roundBase(s, 'p', 'g')}`));
         } finally {
           await db.end();
         }

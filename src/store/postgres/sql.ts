@@ -55,13 +55,38 @@ export function inLine(a: LinePlace, b: LinePlace): number {
 /**
  * The first round of each (priority, group) among the rows `from` names, one probe each:
  * a materialized CTE named `bases`. Joined as a sub-select, the planner pulls it up into
- * the join or runs it again for each joined row, and the function with it (an insert of
- * 100 jobs of one group: 100 probes, 0.7 to 2 ms, against one).
+ * the join or runs it again for each joined row (an insert of 100 jobs of one group: 100
+ * probes, 0.7 to 2 ms, against one). The probes are written into the statement, not called
+ * as `round_base`: a SQL function with sub-selects is never inlined, so each statement that
+ * called it planned its body again, about 0.3 ms of the database's time an insert, which an
+ * insert of one job paid whole. Written in, they are planned with the statement, once per
+ * connection for a prepared one (postgres-cluster.test.ts checks the generic plan reads the
+ * round indexes in order, on a table young or grown).
  */
 export const ROUND_BASES = (s: string, from: string) =>
-  `bases AS MATERIALIZED (SELECT g.priority, g.group_key, ${s}.round_base(g.priority, g.group_key) AS base
+  `bases AS MATERIALIZED (SELECT g.priority, g.group_key, ${roundBase(s, 'g.priority', 'g.group_key')} AS base
     FROM (SELECT DISTINCT priority, group_key FROM ${from}) g)`;
 
+/**
+ * The first round a job of group `group` at `priority` takes now (migration 004 gives the
+ * rule): one after the last queued job of its group there, else the lowest round queued
+ * there, else 0. Two probes of an index. The same text is the body of the `round_base`
+ * function, which statements that move single rows call (postgres-cluster.test.ts holds
+ * the two equal); `priority` and `group` must name columns of an outer row, qualified.
+ */
+export function roundBase(s: string, priority: string, group: string): string {
+  return `coalesce(
+    CASE WHEN ${group} IS NULL THEN
+      (SELECT j.round + 1 FROM ${s}.jobs j
+       WHERE j.status = 'queued' AND j.group_key IS NULL AND j.priority = ${priority} ORDER BY j.round DESC LIMIT 1)
+    ELSE
+      (SELECT j.round + 1 FROM ${s}.jobs j
+       WHERE j.status = 'queued' AND j.group_key = ${group} AND j.priority = ${priority} ORDER BY j.round DESC LIMIT 1)
+    END,
+    (SELECT j.round FROM ${s}.jobs j
+     WHERE j.status = 'queued' AND j.priority = ${priority} ORDER BY j.priority DESC, j.round LIMIT 1),
+    0)`;
+}
 /**
  * A statement run often enough to be parsed once per connection: a named (prepared)
  * statement, sent as its name and values after its first run on a connection. The name
