@@ -57,9 +57,9 @@ deps AS (
   WHERE d.child IN (SELECT id::uuid FROM ins)),
 open AS (SELECT count(*) AS n FROM ins WHERE status NOT IN ('completed', 'failed', 'cancelled')),
 b AS (
-  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback, trace)
+  INSERT INTO ${s}.batches (id, total, remaining, created_at, finished_at, callback, trace, first_job_id, last_job_id)
   SELECT $27::uuid, (SELECT count(*) FROM ins), open.n, $28::bigint, CASE WHEN open.n = 0 THEN ${now} END, $29::text,
-    $31::text
+    $31::text, (SELECT id::uuid FROM ins ORDER BY id::uuid LIMIT 1), (SELECT id::uuid FROM ins ORDER BY id::uuid DESC LIMIT 1)
   FROM open WHERE $27::uuid IS NOT NULL AND ($18 = 0 OR (SELECT n FROM pending) + $18 <= $19))
 SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`;
   return {
@@ -67,7 +67,7 @@ SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOI
      * One statement for a whole request (without idempotency keys or outside parents):
      * admission against the counted pending jobs, the rows, their dependency edges.
      * With a batch ($27, made at $28, callback $29, trace context $31), its row, counting the jobs inserted and those of
-     * them not terminal (core/batches.ts says the same for SQLite).
+     * them not terminal (core/batches.ts says the same for SQLite), and the range of ids they lie in (migration 020).
      * Answers the pending count and one row per inserted job (none when the queue is full).
      */
     insert: prepared(insertText(true)),

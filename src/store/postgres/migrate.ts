@@ -19,6 +19,7 @@ import interruptions from './migrations/016-interruptions.js';
 import lighterWrites from './migrations/017-lighter-writes.js';
 import finishWithoutDependents from './migrations/018-finish-without-dependents.js';
 import batchCounts from './migrations/019-batch-counts.js';
+import batchRange from './migrations/020-batch-range.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -54,6 +55,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 17, name: 'lighter-writes', sql: lighterWrites },
   { version: 18, name: 'finish-without-dependents', sql: finishWithoutDependents },
   { version: 19, name: 'batch-counts', sql: batchCounts },
+  { version: 20, name: 'batch-range', sql: batchRange },
 ];
 
 /** Every step's version, in order. */

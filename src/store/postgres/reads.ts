@@ -18,8 +18,19 @@ import { type BatchCountRow, type BatchRow, batchOf } from '../core/batches.js';
 import type { Batch } from '../../contract/batch.js';
 import { type Job, JOB_STATUSES, type JobStatus, PRIORITY_LEVELS } from '../../contract/job.js';
 
-function readStatements(schema: string) {
+export function readStatements(schema: string) {
   const s = `"${schema}"`;
+  /**
+   * The jobs of batch `param` (a uuid), by its range of ids (migration 020) and then its
+   * column; a batch with no range (written before the step, or gone) is looked for
+   * everywhere. `prefix`: the jobs table's alias with its dot, or ''.
+   */
+  const inBatch = (prefix: string, param: string) => {
+    const end = (column: string, otherwise: string) =>
+      `coalesce((SELECT b.${column} FROM ${s}.batches b WHERE b.id = ${param}), '${otherwise}'::uuid)`;
+    return `${prefix}batch = ${param} AND ${prefix}id BETWEEN ${end('first_job_id', '00000000-0000-0000-0000-000000000000')}
+      AND ${end('last_job_id', 'ffffffff-ffff-ffff-ffff-ffffffffffff')}`;
+  };
   return {
     get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
     counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
@@ -33,12 +44,16 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
          ORDER BY priority DESC, round, ready_at, ready_seq LIMIT 1) AS q`,
     batch: `SELECT id::text AS id, total, remaining, created_at, finished_at, callback, trace FROM ${s}.batches WHERE id = $1`,
     /**
-     * By the `jobs_batch` index alone, but for its running jobs (a claimed job not started
-     * counts as queued: core/batches.ts, batchOf): this store keeps every batch's `finished_at` on its
-     * row (migration 012), so no job's finish time is read.
+     * By the batch's range of ids (migration 020: a walk of the primary key from its first
+     * job to its last, passing over the jobs submitted between them), but for its running
+     * jobs (a claimed job not started counts as queued: core/batches.ts, batchOf): this
+     * store keeps every batch's `finished_at` on its row (migration 012), so no job's finish
+     * time is read.
      */
-    batchCounts: `SELECT status, count(*) AS n, NULL::bigint AS last FROM ${s}.jobs WHERE batch = $1 GROUP BY status
-UNION ALL SELECT 'unstarted', count(*), NULL FROM ${s}.jobs WHERE batch = $1 AND status = 'running' AND NOT attempt_started`,
+    batchCounts: `WITH r AS (SELECT j.status, j.attempt_started FROM ${s}.jobs j WHERE ${inBatch('j.', '$1::uuid')})
+SELECT status, count(*) AS n, NULL::bigint AS last FROM r GROUP BY status
+UNION ALL SELECT 'unstarted', count(*), NULL FROM r WHERE status = 'running' AND NOT attempt_started`,
+    inBatch,
     list: (where: string[], limitParam: number) =>
       `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
 ORDER BY id DESC LIMIT $${limitParam}`,
@@ -114,7 +129,7 @@ export class PgReads {
       // An id that is no uuid names no batch.
       if (!UUID.test(filter.batch)) return { jobs: [], nextCursor: null };
       params.push(filter.batch);
-      where.push(`batch = $${params.length}::uuid`);
+      where.push(this.#sql.inBatch('', `$${params.length}::uuid`));
     }
     if (before !== null) {
       params.push(before);
