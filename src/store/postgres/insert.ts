@@ -11,7 +11,7 @@ import type { StoreContext } from './context.js';
 import { JOB_COLUMNS, PENDING_SQL, prepared, ROUND_BASES } from './sql.js';
 import { run, UUID } from './connection.js';
 import { canonicalJson } from '../core/canonical-json.js';
-import { createdJob, exceedsCapacity, planInsert } from '../core/insert-plan.js';
+import { createdJob, exceedsCapacity, type InsertPlan, planInsert } from '../core/insert-plan.js';
 import { jobFromWire, type JobRow, toWire } from '../core/rows.js';
 
 function insertStatements(schema: string) {
@@ -89,9 +89,36 @@ SELECT (SELECT n FROM pending) AS pending, ins.* FROM (SELECT 1) AS one LEFT JOI
   };
 }
 
+/** A request's jobs and their plan, as one part of an insert statement. */
+interface Part {
+  jobs: NewJob[];
+  plan: Extract<InsertPlan, { ok: true }>;
+}
+
+interface InsertedRow {
+  pending: number;
+  id: string | null;
+  status: JobStatus;
+  run_at: number | null;
+  ready_at: number | null;
+  finished_at: number | null;
+}
+
+/** A request waiting to share an insert statement with the others that arrive meanwhile. */
+interface Gathered {
+  jobs: NewJob[];
+  resolve: (result: InsertResult) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Jobs of gathered requests one statement takes at most; more wait for the next. */
+const GATHER_MAX_JOBS = 1000;
+
 export class PgInsert {
   readonly #ctx: StoreContext;
   readonly #sql: ReturnType<typeof insertStatements>;
+  #gathered: Gathered[] = [];
+  #writing = false;
 
   constructor(ctx: StoreContext) {
     this.#ctx = ctx;
@@ -108,6 +135,8 @@ export class PgInsert {
     const needsTransaction = jobs.some(
       (job) => job.idempotencyKey !== null || job.dedupeKey != null || job.dependsOn.some((id) => !inBatch.has(id)),
     );
+    // A request that reads nothing first shares its statement with the others that arrive meanwhile.
+    if (!needsTransaction && batch === undefined) return this.#gather(jobs);
     for (let round = 0; ; round++) {
       const answer = needsTransaction
         ? await this.#ctx.db
@@ -128,9 +157,98 @@ export class PgInsert {
 
   /** Inserts on a connection of the caller's (inside its transaction, when it runs one). */
   async insertIn(client: pg.PoolClient, jobs: NewJob[], batch?: NewBatch): Promise<InsertResult | 'again'> {
-    const payloads = jobs.map((job) => JSON.stringify(job.payload ?? null));
-    // Idempotency keys seen before answer with their job.
     const keys = jobs.flatMap((job) => (job.idempotencyKey === null ? [] : [job.idempotencyKey]));
+    const plan = await this.#plan(client, jobs, keys);
+    if (!plan.ok) return plan;
+    const part = { jobs, plan };
+    const { pending, rows } = await this.#write(client, [part], keys.length > 0, batch);
+    if (
+      plan.created.length > 0 &&
+      rows.size === 0 &&
+      exceedsCapacity(pending, plan.newPending, this.#ctx.options.capacity)
+    ) {
+      return { ok: false, reason: 'queue_full', pending, capacity: this.#ctx.options.capacity };
+    }
+    if (rows.size !== plan.created.length) {
+      // A key taken by a transaction that committed after this one looked: roll back, look again.
+      if (!this.#ctx.db.inTransaction(client)) throw new Error('an insert without keys lost rows');
+      return 'again';
+    }
+    return this.#answer(client, part, rows);
+  }
+
+  /**
+   * Requests without keys, dedupe keys, outside parents or a batch, gathered: while one
+   * statement is written, the next gathers, and each is one insert of every waiting
+   * request's jobs. A single POST's insert is mostly what any statement costs (about
+   * 0.4 ms of the database's time for one row, 4 ms for a hundred), so requests that
+   * arrive together share it. Each request is admitted whole, as alone: when the
+   * gathered jobs do not all fit the queue, each request is inserted by itself, in order.
+   */
+  #gather(jobs: NewJob[]): Promise<InsertResult> {
+    return new Promise((resolve, reject) => {
+      this.#gathered.push({ jobs, resolve, reject });
+      if (!this.#writing) {
+        this.#writing = true;
+        setImmediate(() => void this.#writeGathered());
+      }
+    });
+  }
+
+  async #writeGathered(): Promise<void> {
+    try {
+      while (this.#gathered.length > 0) {
+        const group = this.#takeGathered();
+        try {
+          const answers = await this.#ctx.db.timedWrite(() =>
+            this.#ctx.db.withClient((client) => this.#insertGathered(client, group), true),
+          );
+          for (const [i, request] of group.entries()) request.resolve(answers[i] as InsertResult);
+        } catch (error) {
+          for (const request of group) request.reject(error);
+        }
+      }
+    } finally {
+      this.#writing = false;
+    }
+  }
+
+  /** The waiting requests, first come first, up to GATHER_MAX_JOBS jobs (at least one request). */
+  #takeGathered(): Gathered[] {
+    let jobs = 0;
+    let taken = 0;
+    for (const request of this.#gathered) {
+      if (taken > 0 && jobs + request.jobs.length > GATHER_MAX_JOBS) break;
+      jobs += request.jobs.length;
+      taken++;
+    }
+    return this.#gathered.splice(0, taken);
+  }
+
+  async #insertGathered(client: pg.PoolClient, group: Gathered[]): Promise<InsertResult[]> {
+    const answers: (InsertResult | undefined)[] = [];
+    const parts: (Part & { at: number })[] = [];
+    for (const [at, request] of group.entries()) {
+      const plan = await this.#plan(client, request.jobs, []);
+      if (plan.ok) parts.push({ jobs: request.jobs, plan, at });
+      else answers[at] = plan;
+    }
+    const created = parts.reduce((sum, part) => sum + part.plan.created.length, 0);
+    const newPending = parts.reduce((sum, part) => sum + part.plan.newPending, 0);
+    const { pending, rows } = await this.#write(client, parts, false);
+    if (created > 0 && rows.size === 0 && exceedsCapacity(pending, newPending, this.#ctx.options.capacity)) {
+      // Not all of them fit: each request alone, as it would have been.
+      for (const part of parts) answers[part.at] = (await this.insertIn(client, part.jobs)) as InsertResult;
+      return answers as InsertResult[];
+    }
+    if (rows.size !== created) throw new Error('an insert without keys lost rows');
+    for (const part of parts) answers[part.at] = this.#answer(client, part, rows);
+    return answers as InsertResult[];
+  }
+
+  /** What was stored before decides each job's fate: keys seen, live dedupe keys, parents' states. */
+  async #plan(client: pg.PoolClient, jobs: NewJob[], keys: string[]): Promise<InsertPlan> {
+    // Idempotency keys seen before answer with their job.
     const existingByKey = new Map<string, JobRow>();
     if (keys.length > 0) {
       const rows = await client.query<JobRow>(this.#sql.byKeys, [keys]);
@@ -161,12 +279,23 @@ export class PgInsert {
       const { dedupeKey, reuseMs } = step.value;
       step = planning.next((await client.query<JobRow>(this.#sql.doneByDedupe, [dedupeKey, reuseMs])).rows[0]);
     }
-    const plan = step.value;
-    if (!plan.ok) return plan;
-    const { outcomes, created, newPending } = plan;
+    return step.value;
+  }
 
+  /**
+   * One statement for the jobs the parts create, admitted together: the pending count, and
+   * the rows inserted by id (none when they do not all fit the queue).
+   */
+  async #write(
+    client: pg.PoolClient,
+    parts: readonly Part[],
+    keyed: boolean,
+    batch?: NewBatch,
+  ): Promise<{ pending: number; rows: Map<string, InsertedRow> }> {
     const edges: [string[], string[], number[]] = [[], [], []];
-    const entries = created.map((entry) => ({ ...entry, job: jobs[entry.index] as NewJob }));
+    const entries = parts.flatMap(({ jobs, plan }) =>
+      plan.created.map((entry) => ({ ...entry, job: jobs[entry.index] as NewJob })),
+    );
     for (const { job, dependsOn } of entries) {
       for (const [position, parent] of dependsOn.entries()) {
         edges[0].push(job.id);
@@ -175,19 +304,12 @@ export class PgInsert {
       }
     }
     const column = <T>(pick: (entry: (typeof entries)[number]) => T) => entries.map(pick);
-    const result = await run<{
-      pending: number;
-      id: string | null;
-      status: JobStatus;
-      run_at: number | null;
-      ready_at: number | null;
-      finished_at: number | null;
-    }>(client, keys.length > 0 ? this.#sql.insert : this.#sql.insertKeyless, [
+    const result = await run<InsertedRow>(client, keyed ? this.#sql.insert : this.#sql.insertKeyless, [
       column((e) => e.job.id),
       column((e) => e.job.type),
       column((e) => e.decided),
       column((e) => e.job.priority),
-      column((e) => payloads[e.index]),
+      column((e) => JSON.stringify(e.job.payload ?? null)),
       column((e) => (e.error === null ? null : JSON.stringify(e.error))),
       column((e) => e.job.maxAttempts),
       column((e) => e.job.timeoutMs),
@@ -200,7 +322,7 @@ export class PgInsert {
       column((e) => JSON.stringify(e.job.metadata ?? {})),
       column((e) => e.job.runAt),
       column((e) => e.job.createdAt),
-      newPending,
+      parts.reduce((sum, part) => sum + part.plan.newPending, 0),
       this.#ctx.options.capacity,
       ...edges,
       column((e) => e.job.dedupeKey ?? null),
@@ -213,20 +335,17 @@ export class PgInsert {
       column((e) => e.job.trace ?? null),
       batch?.trace ?? null,
     ]);
-    const pending = Number(result.rows[0]?.pending ?? 0);
-    const rows = new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row]));
-    if (created.length > 0 && rows.size === 0 && exceedsCapacity(pending, newPending, this.#ctx.options.capacity)) {
-      return { ok: false, reason: 'queue_full', pending, capacity: this.#ctx.options.capacity };
-    }
-    if (rows.size !== created.length) {
-      // A key taken by a transaction that committed after this one looked: roll back, look again.
-      if (!this.#ctx.db.inTransaction(client)) throw new Error('an insert without keys lost rows');
-      return 'again';
-    }
+    return {
+      pending: Number(result.rows[0]?.pending ?? 0),
+      rows: new Map(result.rows.filter((row) => row.id !== null).map((row) => [row.id as string, row])),
+    };
+  }
 
+  /** A part's answer from the rows its statement inserted; the news of them goes out once they are committed. */
+  #answer(client: pg.PoolClient, { jobs, plan }: Part, rows: Map<string, InsertedRow>): InsertResult {
     const jobsById = new Map<string, Job>();
     const answer: InsertOutcome[] = [];
-    for (const outcome of outcomes) {
+    for (const outcome of plan.outcomes) {
       if ('replay' in outcome) {
         const job = jobFromWire(toWire(outcome.replay));
         answer.push(
@@ -257,9 +376,9 @@ export class PgInsert {
       answer.push({ created: true, job });
     }
     // Aliases of an earlier item of the batch that was itself a replay.
-    for (const [i, outcome] of outcomes.entries()) {
+    for (const [i, outcome] of plan.outcomes.entries()) {
       if ('alias' in outcome && answer[i]?.job === undefined) {
-        const replayed = outcomes.find((o) => 'replay' in o && o.replay.id === outcome.alias) as
+        const replayed = plan.outcomes.find((o) => 'replay' in o && o.replay.id === outcome.alias) as
           { replay: JobRow } | undefined;
         if (replayed !== undefined) answer[i] = { created: false, job: jobFromWire(toWire(replayed.replay)) };
       }
