@@ -108,7 +108,8 @@ async function clusterRun(servers, mode, total, options) {
       async (client) =>
         (
           await client.query(
-            `SELECT id::text AS id, status, attempts, error FROM "${schema}".jobs
+            `SELECT id::text AS id, status, attempts, error FROM (
+               SELECT * FROM "${schema}".jobs UNION ALL SELECT * FROM "${schema}".jobs_done) j
              WHERE status <> 'completed' OR attempts > 1 ORDER BY id`,
           )
         ).rows,

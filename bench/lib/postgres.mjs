@@ -97,9 +97,9 @@ export async function serverSettings() {
 const dist = (...parts) => pathToFileURL(join(ROOT_DIR, 'dist', 'src', ...parts)).href;
 
 /** Kiln's PostgreSQL store, opened (and migrated) in this process: PostgresStore from dist/. */
-export async function openPostgresStore({ schema, poolSize = 10, capacity = 50_000_000 }) {
+export async function openPostgresStore({ schema, poolSize = 10, capacity = 50_000_000, clock }) {
   const { PostgresStore } = await import(dist('store', 'postgres', 'store.js'));
-  return PostgresStore.open({ url: PG_URL, schema, poolSize, capacity });
+  return PostgresStore.open({ url: PG_URL, schema, poolSize, capacity, ...(clock === undefined ? {} : { clock }) });
 }
 
 /** The claim's statements templated for `schema` (dist/src/store/postgres/claim.js). */

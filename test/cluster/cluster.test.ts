@@ -111,7 +111,9 @@ describe('cluster: three servers on one PostgreSQL database, one SIGKILLed mid-r
 
         // Every accepted job completed; none lost.
         const statuses = await db.query<{ status: string; n: number }>(
-          `SELECT status, count(*)::int AS n FROM "${schema}".jobs WHERE id = ANY($1::uuid[]) GROUP BY status`,
+          `SELECT status, count(*)::int AS n FROM (
+             SELECT status FROM "${schema}".jobs WHERE id = ANY($1::uuid[])
+             UNION ALL SELECT status FROM "${schema}".jobs_done WHERE id = ANY($1::uuid[])) j GROUP BY status`,
           [accepted],
         );
         assert.deepEqual(

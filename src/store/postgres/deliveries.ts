@@ -7,6 +7,7 @@ import type { StoreContext } from './context.js';
 import { UUID } from './connection.js';
 import { deliveryRecords, type DeliveryRow } from '../core/delivery-records.js';
 import { dueDelivery, jobFromWire, type JobRow, toWire } from '../core/rows.js';
+import { readByIds } from './sql.js';
 
 function deliveryStatements(schema: string) {
   const s = `"${schema}"`;
@@ -79,7 +80,10 @@ export class PgDeliveries {
     }
     const jobs = new Map<string, Job>();
     if (first.length > 0) {
-      for (const row of (await this.#ctx.db.query<JobRow>(this.#ctx.shared.getMany, [first])).rows) {
+      const rows = await readByIds(first, async (since) => {
+        return (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [first, since])).rows;
+      });
+      for (const row of rows) {
         jobs.set(row.id, jobFromWire(toWire(row)));
       }
     }
@@ -122,9 +126,9 @@ export class PgDeliveries {
   async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {
     if (!UUID.test(jobId)) return null;
     const [job, rows] = await Promise.all([
-      this.#ctx.db.query(this.#ctx.shared.statusOf, [jobId]),
+      readByIds([jobId], async (since) => (await this.#ctx.db.read(this.#ctx.shared.statusOf, [jobId, since])).rows),
       this.#ctx.db.query<DeliveryRow>(this.#sql.deliveriesOf, [jobId]),
     ]);
-    return job.rowCount === 0 ? null : deliveryRecords(rows.rows);
+    return job.length === 0 ? null : deliveryRecords(rows.rows);
   }
 }

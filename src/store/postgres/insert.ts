@@ -8,7 +8,7 @@ import type { InsertOutcome, InsertResult } from '../store.js';
 import type { Job, JobStatus, NewJob } from '../../contract/job.js';
 import type { NewBatch } from '../../contract/batch.js';
 import type { StoreContext } from './context.js';
-import { JOB_COLUMNS, PENDING_SQL, prepared, ROUND_BASES } from './sql.js';
+import { JOB_COLUMNS, lockParents, PENDING_SQL, prepared, ROUND_BASES } from './sql.js';
 import { run, UUID } from './connection.js';
 import { canonicalJson } from '../core/canonical-json.js';
 import { createdJob, exceedsCapacity, type InsertPlan, planInsert } from '../core/insert-plan.js';
@@ -263,11 +263,8 @@ export class PgInsert {
     const outside = new Set<string>();
     for (const job of jobs) for (const id of job.dependsOn) outside.add(id);
     for (const job of jobs) outside.delete(job.id);
-    const parentStatus = new Map<string, JobStatus>();
-    if (outside.size > 0) {
-      const rows = await client.query<{ id: string; status: JobStatus }>(this.#ctx.shared.lockParents, [[...outside]]);
-      for (const row of rows.rows) parentStatus.set(row.id, row.status);
-    }
+    const parentStatus =
+      outside.size > 0 ? await lockParents(client, this.#ctx.shared, [...outside]) : new Map<string, JobStatus>();
     const planning = planInsert(jobs, {
       byKey: (key) => existingByKey.get(key),
       liveByDedupe: (key) => liveByDedupe.get(key),

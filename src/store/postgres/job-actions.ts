@@ -6,14 +6,27 @@
 import type { Changes, InvalidState } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
-import { JOB_COLUMNS, prefixed, statusIs } from './sql.js';
+import type pg from 'pg';
+import { JOB_COLUMNS, lockParents, prefixed, readByIds, statusIs } from './sql.js';
 import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import { inIdOrder, UUID } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
 
+const HOUR_MS = 3_600_000;
+
+/**
+ * Hours of finish time a partition of `jobs_done` spans for a retention of `ageMs`: a 24th
+ * of it, at least one. A job stays at most that much past its retention, and a table kept
+ * for its retention has about 25 partitions, each of which a read by id looks in.
+ */
+export function partitionHours(ageMs: number): number {
+  return Math.max(1, Math.floor(ageMs / 24 / HOUR_MS));
+}
+
 export function jobActionStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
+  const before = `CASE WHEN $4::bigint IS NULL THEN ${now} - $2 ELSE least(${now} - $2, $4::bigint) END`;
   return {
     release: `
 WITH held AS MATERIALIZED (
@@ -26,6 +39,14 @@ UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at 
 FROM held WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt AND j.lease_owner = held.owner
 RETURNING ${prefixed('j')}`,
     lockJob: `SELECT status, attempts, depends_on FROM ${s}.jobs WHERE id = $1 FOR UPDATE`,
+    /**
+     * A finished job in `jobs_done` (migration 021) moved back into `jobs` as it is: a
+     * cancel, retry or removal then finds it there. The two tables' columns are the same, in
+     * the same order.
+     */
+    restore: `
+WITH back AS (DELETE FROM ${s}.jobs_done WHERE id = $1 RETURNING *)
+INSERT INTO ${s}.jobs SELECT * FROM back`,
     cancel: `
 UPDATE ${s}.jobs SET status = 'cancelled', error = $2, finished_at = ${now}, run_at = NULL, lease_owner = NULL,
   lease_expires_at = NULL
@@ -43,15 +64,34 @@ DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone)`,
     /** Another unfinished job with the job's dedupe key (a retry would make two). */
     dedupeRival: `SELECT l.id::text AS id FROM ${s}.jobs j JOIN ${s}.jobs l ON l.dedupe_key = j.dedupe_key AND l.id <> j.id
       WHERE j.id = $1 AND l.status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1`,
-    /** A batch of the oldest terminal jobs past their retention; their edges go with them. */
+    /**
+     * Retention's partitions of `jobs_done` for a status ($1 the partitioned table, $2 its
+     * retention in ms, $3 hours a partition): those whose whole span is past it dropped, and
+     * the next ones made ahead of need. Answers the jobs dropped, and up to when the rows left
+     * in the table are all in partitions (the default partition's, older, are deleted by rows).
+     */
+    partitions: `
+SELECT ${s}.drop_done_partitions($1, ${now} - $2)::int AS dropped,
+  ${s}.prepare_done_partitions($1, $3, $3 + 1) AS made,
+  (SELECT min(p.from_h) * 3600000 FROM ${s}.done_partitions($1) p) AS spans_from`,
+    /**
+     * A batch of the oldest terminal jobs past their retention ($1 status, $2 retention, $3
+     * at most): in `jobs`, and in `jobs_done` those also finished before $4 when it is not
+     * null (where its partitions start: the rows of its default partition); their edges go
+     * with them.
+     */
     purge: `
 WITH gone AS (
   DELETE FROM ${s}.jobs WHERE id IN (
     SELECT id FROM ${s}.jobs WHERE status = $1 AND finished_at IS NOT NULL AND finished_at < ${now} - $2
     ORDER BY finished_at LIMIT $3)
   RETURNING id),
-edges AS (DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone))
-SELECT count(*)::int AS n FROM gone`,
+done AS (
+  DELETE FROM ${s}.jobs_done WHERE status = $1 AND finished_at < ${before}
+    AND id = ANY (ARRAY(SELECT id FROM ${s}.jobs_done WHERE status = $1 AND finished_at < ${before} LIMIT $3))
+  RETURNING id),
+edges AS (DELETE FROM ${s}.job_deps WHERE child IN (SELECT id FROM gone UNION ALL SELECT id FROM done))
+SELECT (SELECT count(*) FROM gone)::int + (SELECT count(*) FROM done)::int AS n`,
   };
 }
 
@@ -83,7 +123,7 @@ export class PgJobActions {
   async cancel(id: string): Promise<Changes | InvalidState | null> {
     if (!UUID.test(id)) return null;
     const answer = await this.#ctx.db.transaction(async (client) => {
-      const state = (await client.query<{ status: JobStatus; attempts: number }>(this.#sql.lockJob, [id])).rows[0];
+      const state = await this.#lock(client, id);
       if (state === undefined) return null;
       const refusal = cancelRefusal(state.status);
       if (refusal !== null) return refusal;
@@ -102,17 +142,11 @@ export class PgJobActions {
   async retry(id: string): Promise<Changes | InvalidState | null> {
     if (!UUID.test(id)) return null;
     const answer = await this.#ctx.db.transaction(async (client) => {
-      const state = (await client.query<{ status: JobStatus; depends_on: string }>(this.#sql.lockJob, [id])).rows[0];
+      const state = await this.#lock(client, id);
       if (state === undefined) return null;
       const dependsOn = JSON.parse(state.depends_on) as string[];
       const parents =
-        dependsOn.length === 0
-          ? new Map<string, JobStatus>()
-          : new Map(
-              (
-                await client.query<{ id: string; status: JobStatus }>(this.#ctx.shared.lockParents, [dependsOn])
-              ).rows.map((row) => [row.id, row.status]),
-            );
+        dependsOn.length === 0 ? new Map<string, JobStatus>() : await lockParents(client, this.#ctx.shared, dependsOn);
       const target = retryTarget(state.status, dependsOn, (parent) => parents.get(parent));
       if (typeof target !== 'string') return target;
       const rival = (await client.query<{ id: string }>(this.#sql.dedupeRival, [id])).rows[0];
@@ -121,11 +155,14 @@ export class PgJobActions {
       const job = (await client.query<JobRow>(this.#sql.retry, [id, waiting ? 'waiting' : 'queued'])).rows[0];
       const wire = toWire(job as JobRow);
       if (wire.status === 'queued' && dependsOn.length > 0) {
-        const parents = await client.query<{ id: string; type: string; result: string | null }>(
-          this.#ctx.shared.parents,
-          [dependsOn],
-        );
-        const byId = new Map(parents.rows.map((row) => [row.id, row]));
+        const parents = await readByIds(dependsOn, async (since) => {
+          const read = this.#ctx.db.read<{ id: string; type: string; result: string | null }>(
+            this.#ctx.shared.parents,
+            [dependsOn, since],
+          );
+          return (await read).rows;
+        });
+        const byId = new Map(parents.map((row) => [row.id, row]));
         wire.parents = parentResults(dependsOn, (parent) => byId.get(parent));
       }
       return { job: wire, others: [] as JobWire[] };
@@ -137,7 +174,7 @@ export class PgJobActions {
   async remove(id: string): Promise<'removed' | InvalidState | null> {
     if (!UUID.test(id)) return null;
     return this.#ctx.db.transaction(async (client) => {
-      const state = (await client.query<{ status: JobStatus }>(this.#sql.lockJob, [id])).rows[0];
+      const state = await this.#lock(client, id);
       if (state === undefined) return null;
       const refusal = removeRefusal(state.status);
       if (refusal !== null) return refusal;
@@ -146,8 +183,36 @@ export class PgJobActions {
     });
   }
 
+  /**
+   * The job's row locked in `jobs`, a finished one moved back from `jobs_done` first; a
+   * job whose finish moved it while the lock was awaited is found there the same way.
+   */
+  async #lock(
+    client: pg.PoolClient,
+    id: string,
+  ): Promise<{ status: JobStatus; attempts: number; depends_on: string } | undefined> {
+    type Locked = { status: JobStatus; attempts: number; depends_on: string };
+    const state = (await client.query<Locked>(this.#sql.lockJob, [id])).rows[0];
+    if (state !== undefined) return state;
+    await client.query(this.#sql.restore, [id]);
+    return (await client.query<Locked>(this.#sql.lockJob, [id])).rows[0];
+  }
+
+  /**
+   * Finished jobs past their retention: first the partitions of `jobs_done` wholly past
+   * it (one DROP each, however many jobs they hold), then rows, `limit` at most, in `jobs`
+   * (finished jobs that stay there) and in what `jobs_done` holds outside its partitions.
+   */
   async purge(status: 'completed' | 'failed' | 'cancelled', ageMs: number, limit: number): Promise<number> {
-    const result = await this.#ctx.db.query<{ n: number }>(this.#sql.purge, [status, ageMs, limit]);
-    return result.rows[0]?.n ?? 0;
+    const table = status === 'completed' ? 'jobs_done_completed' : 'jobs_done_ended';
+    const parts = await this.#ctx.db.query<{ dropped: number; made: number; spans_from: string | null }>(
+      this.#sql.partitions,
+      [table, ageMs, partitionHours(ageMs)],
+    );
+    const row = parts.rows[0];
+    // Under an hour's retention every partition may hold jobs past it: rows go one by one.
+    const rowsBefore = ageMs < HOUR_MS || row?.spans_from == null ? null : Number(row.spans_from);
+    const result = await this.#ctx.db.query<{ n: number }>(this.#sql.purge, [status, ageMs, limit, rowsBefore]);
+    return (row?.dropped ?? 0) + (result.rows[0]?.n ?? 0);
   }
 }

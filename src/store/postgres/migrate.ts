@@ -20,6 +20,7 @@ import lighterWrites from './migrations/017-lighter-writes.js';
 import finishWithoutDependents from './migrations/018-finish-without-dependents.js';
 import batchCounts from './migrations/019-batch-counts.js';
 import batchRange from './migrations/020-batch-range.js';
+import finishedJobs from './migrations/021-finished-jobs.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -56,6 +57,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 18, name: 'finish-without-dependents', sql: finishWithoutDependents },
   { version: 19, name: 'batch-counts', sql: batchCounts },
   { version: 20, name: 'batch-range', sql: batchRange },
+  { version: 21, name: 'finished-jobs', sql: finishedJobs },
 ];
 
 /** Every step's version, in order. */

@@ -2,7 +2,7 @@
 import type { ListFilter, Page } from '../store.js';
 import type { QueueCounts } from '../../contract/queue.js';
 import type { StoreContext } from './context.js';
-import { JOB_COLUMNS, SUMMARY_COLUMNS } from './sql.js';
+import { inBothTables, JOB_COLUMNS, prepared, readByIds, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
 import {
@@ -32,7 +32,8 @@ export function readStatements(schema: string) {
       AND ${end('last_job_id', 'ffffffff-ffff-ffff-ffff-ffffffffffff')}`;
   };
   return {
-    get: `SELECT ${JOB_COLUMNS} FROM ${s}.jobs WHERE id = $1`,
+    /** $2: since (readByIds). */
+    get: prepared(inBothTables(s, JOB_COLUMNS, 'id = $1', '$2')),
     counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
     /** Running attempts not started, by priority (running rows are few: the cluster's attempts). */
     unstarted: `SELECT priority, count(*)::int AS n, min(ready_at) AS oldest FROM ${s}.jobs
@@ -50,13 +51,18 @@ LATERAL (SELECT ready_at FROM ${s}.jobs WHERE status = 'queued' AND priority = p
      * store keeps every batch's `finished_at` on its row (migration 012), so no job's finish
      * time is read.
      */
-    batchCounts: `WITH r AS (SELECT j.status, j.attempt_started FROM ${s}.jobs j WHERE ${inBatch('j.', '$1::uuid')})
+    batchCounts: `WITH r AS (SELECT j.status, j.attempt_started FROM ${s}.jobs j WHERE ${inBatch('j.', '$1::uuid')}
+  UNION ALL SELECT d.status, d.attempt_started FROM ${s}.jobs_done d WHERE ${inBatch('d.', '$1::uuid')})
 SELECT status, count(*) AS n, NULL::bigint AS last FROM r GROUP BY status
 UNION ALL SELECT 'unstarted', count(*), NULL FROM r WHERE status = 'running' AND NOT attempt_started`,
     inBatch,
-    list: (where: string[], limitParam: number) =>
-      `SELECT ${SUMMARY_COLUMNS} FROM ${s}.jobs ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-ORDER BY id DESC LIMIT $${limitParam}`,
+    /** Newest first, both tables walked backwards by id and merged. */
+    list: (where: string[], limitParam: number) => {
+      const condition = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
+      return `SELECT ${SUMMARY_COLUMNS} FROM (
+  SELECT * FROM ${s}.jobs ${condition} UNION ALL SELECT * FROM ${s}.jobs_done ${condition}) j
+ORDER BY j.id DESC LIMIT $${limitParam}`;
+    },
   };
 }
 
@@ -71,14 +77,20 @@ export class PgReads {
 
   async get(id: string): Promise<Job | null> {
     if (!UUID.test(id)) return null;
-    const row = (await this.#ctx.db.query<JobRow>(this.#sql.get, [id])).rows[0];
+    const [row] = await readByIds(
+      [id],
+      async (since) => (await this.#ctx.db.read<JobRow>(this.#sql.get, [id, since])).rows,
+    );
     return row === undefined ? null : this.#jobOf(row);
   }
 
   async getMany(ids: readonly string[]): Promise<Job[]> {
     const valid = ids.filter((id) => UUID.test(id));
     if (valid.length === 0) return [];
-    const rows = (await this.#ctx.db.query<JobRow>(this.#ctx.shared.getMany, [valid])).rows;
+    const rows = await readByIds(
+      valid,
+      async (since) => (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [valid, since])).rows,
+    );
     return rows.map((row) => this.#jobOf(row));
   }
 
