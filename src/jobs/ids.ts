@@ -55,3 +55,8 @@ export function newJobId(now: number = Date.now()): string {
     `${HEX[p[r + 5] as number]}${HEX[p[r + 6] as number]}${HEX[p[r + 7] as number]}`
   );
 }
+
+/** When a job id made by newJobId was made: the ms its first 48 bits carry. */
+export function madeAtOf(id: string): number {
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}

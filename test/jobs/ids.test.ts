@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { newJobId } from '../../src/jobs/ids.js';
+import { madeAtOf, newJobId } from '../../src/jobs/ids.js';
 
 describe('newJobId', () => {
   it('makes UUIDv7 strings, also from a clock that is not in whole milliseconds', () => {
@@ -25,5 +25,6 @@ describe('newJobId', () => {
     // A time past every id made so far is carried as it is (the last test: later ids follow it).
     const later = Date.now() + 10 * 365 * 86_400_000;
     assert.equal(Number.parseInt(newJobId(later).replaceAll('-', '').slice(0, 12), 16), later);
+    assert.equal(madeAtOf(newJobId(later + 1)), later + 1);
   });
 });

@@ -16,7 +16,7 @@ import type { StoreContext } from './context.js';
 import type { LimitKind, TaskLimits } from '../../contract/limits.js';
 import { formBatches } from '../core/micro-batches.js';
 import { claimedOf, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
-import { inLine, NOT_PAUSED, prefixed, prepared, readByIds, statusIs, type LinePlace } from './sql.js';
+import { inLine, NOT_PAUSED, prefixed, prepared, statusIs, type LinePlace } from './sql.js';
 import { run } from './connection.js';
 import { HeldGroupReader } from './held-groups.js';
 
@@ -225,13 +225,9 @@ export class PgClaim {
     }
     if (withParents.length > 0) {
       const ids = [...new Set(withParents)];
-      const parents = await readByIds(ids, async (since) => {
-        const read = this.#ctx.db.read<{ id: string; type: string; result: string | null }>(this.#ctx.shared.parents, [
-          ids,
-          since,
-        ]);
-        return (await read).rows;
-      }).catch(() => null);
+      const parents = await this.#ctx.db
+        .readByIds<{ id: string; type: string; result: string | null }>(this.#ctx.shared.parents, ids)
+        .catch(() => null);
       const byId = new Map(parents?.map((row) => [row.id, row]) ?? []);
       for (const { wire } of claimed.values()) wire.parents = parentResults(wire.dependsOn, (id) => byId.get(id));
     }

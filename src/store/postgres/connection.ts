@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { StoreError } from '../errors.js';
 import { isInvalidState } from '../store.js';
+import { madeAtOf } from '../../jobs/ids.js';
 import type { Prepared } from './sql.js';
 
 export interface ConnectionOptions {
@@ -38,8 +39,12 @@ const UNAVAILABLE_SQLSTATES = /^(08|53|57P|58)/;
  * which no statement of the store uses: one would only cost a few connections.
  */
 const STALE_STATEMENT_SQLSTATES = new Set(['26000', '0A000']);
-/** Connections for reads of jobs by id (PgConnection.read). */
+/** Connections for reads of jobs by id (PgConnection.readByIds). */
 const READ_CONNECTIONS = 2;
+/** `since` for a read of finished jobs in every partition. */
+const ANYWHERE = Number.MIN_SAFE_INTEGER;
+/** How long before the moment in its id a job may have finished: none did, but servers' clocks differ. */
+const CLOCKS_DIFFER_MS = 3_600_000;
 
 export class PgConnection {
   readonly schema: string;
@@ -162,37 +167,53 @@ export class PgConnection {
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
     this.assertOpen();
-    return this.#rerunIfStale(async () => {
-      if (this.#options.clock !== null) return this.#onClient((client) => run<R>(client, statement, values));
-      try {
-        const result = await run<R>(this.#pool, statement, values);
-        this.#markAvailable();
-        return result;
-      } catch (error) {
-        throw this.#translate(error);
-      }
-    });
+    return this.#rerunIfStale(() =>
+      this.#options.clock !== null
+        ? this.#onClient((client) => run<R>(client, statement, values))
+        : this.#onPool<R>(this.#pool, statement, values),
+    );
+  }
+
+  async #onPool<R extends pg.QueryResultRow>(
+    pool: pg.Pool,
+    statement: string | Prepared,
+    values?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      const result = await run<R>(pool, statement, values);
+      this.#markAvailable();
+      return result;
+    } catch (error) {
+      throw this.#translate(error);
+    }
   }
 
   /**
-   * A read of jobs by id (sql.ts, readByIds) on a connection of its own, where a named
-   * statement is planned once for every value. Finished jobs are in the partitions of
-   * `jobs_done` (migration 021): a plan made for the values at hand, as PostgreSQL makes for
-   * the first runs of a statement and for every run when it costs the partitions it may
-   * read, plans each partition the read could look in, about 0.3 ms a read; the one plan
-   * leaves out the partitions the values rule out as it runs.
+   * The rows of the jobs `key` names (an id, or ids) by `statement`, a read of both tables
+   * whose $1 is `key` and $2 `since` (sql.ts, inBothTables). A job finishes after it was
+   * made, and its id (a UUIDv7) holds when that was by its server's clock: so the
+   * partitions of `jobs_done` that finished before the oldest of them (less an hour) are
+   * left out, and a read by id looks in a few partitions, not in all. Should a job be
+   * missing (an id made by a clock far ahead, or no such job), it is looked for everywhere.
+   *
+   * It runs on connections of its own, where a named statement is planned once for every
+   * value. Finished jobs are in the partitions of `jobs_done` (migration 021): a plan made
+   * for the values at hand, as PostgreSQL makes for the first runs of a statement and for
+   * every run when it costs the partitions it may read, plans each partition the read could
+   * look in, about 0.3 ms a read; the one plan leaves out the partitions the values rule
+   * out as it runs.
    */
-  async read<R extends pg.QueryResultRow>(statement: Prepared, values: unknown[]): Promise<pg.QueryResult<R>> {
+  async readByIds<R extends pg.QueryResultRow>(statement: Prepared, key: string | readonly string[]): Promise<R[]> {
     this.assertOpen();
-    return this.#rerunIfStale(async () => {
-      try {
-        const result = await run<R>(this.#reads, statement, values);
-        this.#markAvailable();
-        return result;
-      } catch (error) {
-        throw this.#translate(error);
-      }
-    });
+    const ids = typeof key === 'string' ? [key] : key;
+    const read = async (since: number) =>
+      (await this.#rerunIfStale(() => this.#onPool<R>(this.#reads, statement, [key, since]))).rows;
+    let made = Number.POSITIVE_INFINITY;
+    for (const id of ids) made = Math.min(made, madeAtOf(id));
+    const since = Number.isFinite(made) ? made - CLOCKS_DIFFER_MS : ANYWHERE;
+    const rows = await read(since);
+    if (since === ANYWHERE || rows.length >= new Set(ids).size) return rows;
+    return read(ANYWHERE);
   }
 
   /**

@@ -7,7 +7,6 @@ import type { StoreContext } from './context.js';
 import { UUID } from './connection.js';
 import { deliveryRecords, type DeliveryRow } from '../core/delivery-records.js';
 import { dueDelivery, jobFromWire, type JobRow, toWire } from '../core/rows.js';
-import { readByIds } from './sql.js';
 
 function deliveryStatements(schema: string) {
   const s = `"${schema}"`;
@@ -80,10 +79,7 @@ export class PgDeliveries {
     }
     const jobs = new Map<string, Job>();
     if (first.length > 0) {
-      const rows = await readByIds(first, async (since) => {
-        return (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [first, since])).rows;
-      });
-      for (const row of rows) {
+      for (const row of await this.#ctx.db.readByIds<JobRow>(this.#ctx.shared.getMany, first)) {
         jobs.set(row.id, jobFromWire(toWire(row)));
       }
     }
@@ -126,7 +122,7 @@ export class PgDeliveries {
   async deliveries(jobId: string): Promise<DeliveryRecord[] | null> {
     if (!UUID.test(jobId)) return null;
     const [job, rows] = await Promise.all([
-      readByIds([jobId], async (since) => (await this.#ctx.db.read(this.#ctx.shared.statusOf, [jobId, since])).rows),
+      this.#ctx.db.readByIds(this.#ctx.shared.statusOf, jobId),
       this.#ctx.db.query<DeliveryRow>(this.#sql.deliveriesOf, [jobId]),
     ]);
     return job.length === 0 ? null : deliveryRecords(rows.rows);

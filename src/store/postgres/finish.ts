@@ -11,7 +11,7 @@ import type { StartGroup } from './start-group.js';
 import type { StoreContext } from './context.js';
 import { inIdOrder } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { prefixed, prepared, readByIds, statusIs } from './sql.js';
+import { prefixed, prepared, statusIs } from './sql.js';
 
 /** A finish of an attempt that ran and ended (the finish function's business). */
 type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' } | { kind: 'snoozed' }> };
@@ -191,10 +191,7 @@ export class PgFinish {
     const unknown = [...dueAt.keys()].filter((id) => !this.#ctx.running.has(id));
     const read = new Map<string, JobWire>();
     if (unknown.length > 0 && this.#ctx.news.anyListener()) {
-      const rows = await readByIds(
-        unknown,
-        async (since) => (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [unknown, since])).rows,
-      ).catch(() => null);
+      const rows = await this.#ctx.db.readByIds<JobRow>(this.#ctx.shared.getMany, unknown).catch(() => null);
       for (const row of rows ?? []) read.set(row.id, toWire(row));
     }
     return items.map((item) => {
@@ -302,10 +299,7 @@ export class PgFinish {
     const unknown = [...accepted.keys()].filter((id) => !this.#ctx.running.has(id)).concat(others);
     const read = new Map<string, JobWire>();
     if (unknown.length > 0 && this.#ctx.news.anyListener()) {
-      const rows = await readByIds(
-        unknown,
-        async (since) => (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [unknown, since])).rows,
-      ).catch(() => null);
+      const rows = await this.#ctx.db.readByIds<JobRow>(this.#ctx.shared.getMany, unknown).catch(() => null);
       for (const row of rows ?? []) read.set(row.id, toWire(row));
     }
     const othersOf = new Map<string, number>();

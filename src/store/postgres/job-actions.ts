@@ -7,7 +7,7 @@ import type { Changes, InvalidState } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import type pg from 'pg';
-import { JOB_COLUMNS, lockParents, prefixed, readByIds, statusIs } from './sql.js';
+import { JOB_COLUMNS, lockParents, prefixed, statusIs } from './sql.js';
 import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import { inIdOrder, UUID } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
@@ -155,13 +155,10 @@ export class PgJobActions {
       const job = (await client.query<JobRow>(this.#sql.retry, [id, waiting ? 'waiting' : 'queued'])).rows[0];
       const wire = toWire(job as JobRow);
       if (wire.status === 'queued' && dependsOn.length > 0) {
-        const parents = await readByIds(dependsOn, async (since) => {
-          const read = this.#ctx.db.read<{ id: string; type: string; result: string | null }>(
-            this.#ctx.shared.parents,
-            [dependsOn, since],
-          );
-          return (await read).rows;
-        });
+        const parents = await this.#ctx.db.readByIds<{ id: string; type: string; result: string | null }>(
+          this.#ctx.shared.parents,
+          dependsOn,
+        );
         const byId = new Map(parents.map((row) => [row.id, row]));
         wire.parents = parentResults(dependsOn, (parent) => byId.get(parent));
       }

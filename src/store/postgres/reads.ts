@@ -2,7 +2,7 @@
 import type { ListFilter, Page } from '../store.js';
 import type { QueueCounts } from '../../contract/queue.js';
 import type { StoreContext } from './context.js';
-import { inBothTables, JOB_COLUMNS, prepared, readByIds, SUMMARY_COLUMNS } from './sql.js';
+import { inBothTables, JOB_COLUMNS, prepared, SUMMARY_COLUMNS } from './sql.js';
 import { UUID } from './connection.js';
 import { decodeCursor, invalidCursor, pageOf, pageSize } from '../core/page.js';
 import {
@@ -32,7 +32,7 @@ export function readStatements(schema: string) {
       AND ${end('last_job_id', 'ffffffff-ffff-ffff-ffff-ffffffffffff')}`;
   };
   return {
-    /** $2: since (readByIds). */
+    /** $2: since (PgConnection.readByIds). */
     get: prepared(inBothTables(s, JOB_COLUMNS, 'id = $1', '$2')),
     counts: `SELECT status, priority, sum(n)::bigint AS n FROM ${s}.counts GROUP BY status, priority HAVING sum(n) <> 0`,
     /** Running attempts not started, by priority (running rows are few: the cluster's attempts). */
@@ -77,20 +77,14 @@ export class PgReads {
 
   async get(id: string): Promise<Job | null> {
     if (!UUID.test(id)) return null;
-    const [row] = await readByIds(
-      [id],
-      async (since) => (await this.#ctx.db.read<JobRow>(this.#sql.get, [id, since])).rows,
-    );
+    const [row] = await this.#ctx.db.readByIds<JobRow>(this.#sql.get, id);
     return row === undefined ? null : this.#jobOf(row);
   }
 
   async getMany(ids: readonly string[]): Promise<Job[]> {
     const valid = ids.filter((id) => UUID.test(id));
     if (valid.length === 0) return [];
-    const rows = await readByIds(
-      valid,
-      async (since) => (await this.#ctx.db.read<JobRow>(this.#ctx.shared.getMany, [valid, since])).rows,
-    );
+    const rows = await this.#ctx.db.readByIds<JobRow>(this.#ctx.shared.getMany, valid);
     return rows.map((row) => this.#jobOf(row));
   }
 

@@ -12,7 +12,6 @@ import type { StoreContext } from './context.js';
 import { isInsertRace, type PgInsert } from './insert.js';
 import { tickApplies, tickOverlaps } from '../core/rules.js';
 import { type ScheduleRow, toSchedule } from '../core/rows.js';
-import { readByIds } from './sql.js';
 
 function scheduleStatements(schema: string) {
   const s = `"${schema}"`;
@@ -91,15 +90,7 @@ export class PgSchedules {
     const last =
       current.last_job_id === null
         ? undefined
-        : (
-            await readByIds([current.last_job_id], async (since) => {
-              const read = this.#ctx.db.read<{ status: JobStatus }>(this.#ctx.shared.statusOf, [
-                current.last_job_id,
-                since,
-              ]);
-              return (await read).rows;
-            })
-          )[0];
+        : (await this.#ctx.db.readByIds<{ status: JobStatus }>(this.#ctx.shared.statusOf, current.last_job_id))[0];
     const overlap = tickOverlaps(fire.skipOverlap, last?.status);
     let insert: InsertResult | null = null;
     if (!overlap && fire.job !== null) {

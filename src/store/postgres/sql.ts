@@ -115,34 +115,12 @@ export function prefixed(alias: string): string {
  * Jobs by `where` in both tables: `jobs`, and `jobs_done`, where the finish moves the
  * finished jobs nothing else reads in `jobs` (migration 021). One statement reads both with
  * one snapshot, so a job moved meanwhile is seen in one of them, once. `since` (a
- * parameter, ms) leaves out the partitions of jobs that finished before it (readByIds).
+ * parameter, ms) leaves out the partitions of jobs that finished before it
+ * (PgConnection.readByIds).
  */
 export function inBothTables(s: string, columns: string, where: string, since?: string): string {
   const finished = since === undefined ? '' : ` AND finished_at >= ${since}::bigint`;
   return `SELECT ${columns} FROM ${s}.jobs WHERE ${where} UNION ALL SELECT ${columns} FROM ${s}.jobs_done WHERE ${where}${finished}`;
-}
-
-/** `since` for a read of finished jobs in every partition. */
-export const ANYWHERE = Number.MIN_SAFE_INTEGER;
-
-/** How long before the moment in its id a job may have finished: none did, but servers' clocks differ. */
-const CLOCKS_DIFFER_MS = 3_600_000;
-
-/**
- * Rows of the jobs `ids` read by `read(since)` (a statement of inBothTables with `since`).
- * A job finishes after it was made, and its id (a UUIDv7) holds when that was by its
- * server's clock: so the partitions of `jobs_done` that finished before the oldest of them
- * (less an hour) are left out, and a read by id looks in a few partitions, not in all.
- * Should a job be missing (an id made by a clock far ahead, or no such job), it is looked
- * for everywhere.
- */
-export async function readByIds<R>(ids: readonly string[], read: (since: number) => Promise<R[]>): Promise<R[]> {
-  let made = Number.POSITIVE_INFINITY;
-  for (const id of ids) made = Math.min(made, Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16));
-  const since = Number.isFinite(made) ? made - CLOCKS_DIFFER_MS : ANYWHERE;
-  const rows = await read(since);
-  if (since === ANYWHERE || rows.length >= new Set(ids).size) return rows;
-  return read(ANYWHERE);
 }
 
 /** Statements that several facets run. */
@@ -158,7 +136,7 @@ export function sharedStatements(schema: string) {
 WITH a AS (SELECT id::text AS id, status FROM ${s}.jobs WHERE id = ANY($1::uuid[]) FOR SHARE),
 b AS (SELECT id::text AS id, status FROM ${s}.jobs_done WHERE id = ANY($1::uuid[]) FOR SHARE)
 SELECT * FROM a UNION ALL SELECT * FROM b`,
-    /** These three take `since` as $2 (readByIds), and run on PgConnection.read. */
+    /** These three take `since` as $2: PgConnection.readByIds runs them. */
     parents: prepared(inBothTables(s, 'id::text AS id, type, result', 'id = ANY($1::uuid[])', '$2')),
     statusOf: prepared(inBothTables(s, 'status', 'id = $1', '$2')),
     getMany: prepared(inBothTables(s, JOB_COLUMNS, 'id = ANY($1::uuid[])', '$2')),

@@ -71,7 +71,7 @@ import { PgSettings } from './settings.js';
 import { PgUpkeep } from './upkeep.js';
 import { StoreNews } from './notify.js';
 import { migrate } from './migrate.js';
-import { readByIds, sharedStatements } from './sql.js';
+import { sharedStatements } from './sql.js';
 
 export type { PostgresStoreOptions } from './context.js';
 
@@ -118,7 +118,7 @@ export class PostgresStore implements JobStore {
     const news = new StoreNews(db, {
       runsHere: (id) => this.#running.has(id),
       lowerDue: (at) => this.#due.lowerDue(at),
-      readJobs: (ids) => readByIds(ids, async (since) => (await db.read<JobRow>(shared.getMany, [ids, since])).rows),
+      readJobs: (ids) => db.readByIds<JobRow>(shared.getMany, ids),
       readPaused: () => this.paused(),
     });
     const due = new DueJobs(db, news);
