@@ -11,7 +11,7 @@ import type { StartGroup } from './start-group.js';
 import type { StoreContext } from './context.js';
 import { inIdOrder } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, toWire } from '../core/rows.js';
-import { prefixed, prepared, statusIs } from './sql.js';
+import { idIn, prefixed, prepared, statusIs } from './sql.js';
 
 /** A finish of an attempt that ran and ended (the finish function's business). */
 type EndedItem = FinishItem & { outcome: Exclude<AttemptOutcome, { kind: 'unstarted' } | { kind: 'snoozed' }> };
@@ -36,7 +36,7 @@ export function finishStatements(schema: string) {
      */
     returnUnstarted: `
 WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[]) AS i(id, attempt, owner, expired)),
-locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
+locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE ${idIn('j', 'i')} ORDER BY j.id FOR UPDATE)
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = j.prior_started_at,
   interruptions = j.interruptions + CASE WHEN i.expired THEN 1 ELSE 0 END,
   interrupted_by = CASE WHEN i.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,

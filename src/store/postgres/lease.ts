@@ -10,7 +10,7 @@ import type { ExpiredAttempt, StartedAttempt } from '../store.js';
 import { inIdOrder, UUID } from './connection.js';
 import type { StoreContext } from './context.js';
 import { StartGroup } from './start-group.js';
-import { statusIs } from './sql.js';
+import { idIn, statusIs } from './sql.js';
 
 /**
  * How often handlers' starts are written: an attempt whose start is not written yet when
@@ -69,7 +69,7 @@ SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_times
      */
     started: `
 WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, at)),
-locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE j.id IN (SELECT id FROM i) ORDER BY j.id FOR UPDATE)
+locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE ${idIn('j', 'i')} ORDER BY j.id FOR UPDATE)
 UPDATE ${s}.jobs j SET started_at = i.at, attempt_started = true
 FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
   AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner`,
