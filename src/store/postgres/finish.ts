@@ -41,7 +41,7 @@ UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at 
   interruptions = j.interruptions + CASE WHEN i.expired THEN 1 ELSE 0 END,
   interrupted_by = CASE WHEN i.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,
   lease_owner = NULL, lease_expires_at = NULL
-FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
+FROM i WHERE ${idIn('j', 'locked')} AND j.id = i.id
   AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner AND NOT j.attempt_started
   AND (NOT i.expired OR j.lease_expires_at < ${now})
 RETURNING ${prefixed('j')}`,
@@ -62,7 +62,7 @@ UPDATE ${s}.jobs j SET status = 'scheduled', run_at = c.at_ms + t.due_in, attemp
   interruptions = j.interruptions + CASE WHEN t.expired THEN 1 ELSE 0 END,
   interrupted_by = CASE WHEN t.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,
   lease_owner = NULL, lease_expires_at = NULL
-FROM t, c WHERE j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
+FROM t, c WHERE ${idIn('j', 't')} AND j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
   AND (NOT t.expired OR j.lease_expires_at < c.at_ms)
 RETURNING j.id::text AS id, j.run_at`,
     finish:
@@ -176,16 +176,14 @@ export class PgFinish {
     this.#ctx.db.assertOpen();
     const now = this.#ctx.db.now();
     const valid = inIdOrder(items);
-    const result = await this.#ctx.db.timedWrite(() =>
-      this.#ctx.db.query<{ id: string; run_at: number }>(this.#sql.snooze, [
-        valid.map((item) => item.id),
-        valid.map((item) => item.attempt),
-        valid.map((item) => item.owner),
-        valid.map((item) => item.expired === true),
-        valid.map((item) => Math.max(0, Math.round(item.outcome.runAt - now))),
-        valid.map((item) => item.startedAt ?? null),
-      ]),
-    );
+    const result = await this.#ctx.db.joinById<{ id: string; run_at: number }>(this.#sql.snooze, [
+      valid.map((item) => item.id),
+      valid.map((item) => item.attempt),
+      valid.map((item) => item.owner),
+      valid.map((item) => item.expired === true),
+      valid.map((item) => Math.max(0, Math.round(item.outcome.runAt - now))),
+      valid.map((item) => item.startedAt ?? null),
+    ]);
     const dueAt = new Map(result.rows.map((row) => [row.id, Number(row.run_at)]));
     // Snoozes whose job this process does not hold (an outcome written again later) are read once.
     const unknown = [...dueAt.keys()].filter((id) => !this.#ctx.running.has(id));
@@ -226,14 +224,12 @@ export class PgFinish {
   async #returnUnstarted(items: FinishItem[]): Promise<(Finished | null)[]> {
     this.#ctx.db.assertOpen();
     const valid = inIdOrder(items);
-    const result = await this.#ctx.db.timedWrite(() =>
-      this.#ctx.db.query<JobRow>(this.#sql.returnUnstarted, [
-        valid.map((item) => item.id),
-        valid.map((item) => item.attempt),
-        valid.map((item) => item.owner),
-        valid.map((item) => item.expired === true),
-      ]),
-    );
+    const result = await this.#ctx.db.joinById<JobRow>(this.#sql.returnUnstarted, [
+      valid.map((item) => item.id),
+      valid.map((item) => item.attempt),
+      valid.map((item) => item.owner),
+      valid.map((item) => item.expired === true),
+    ]);
     const returned = new Map(result.rows.map((row) => [row.id, toWire(row)]));
     return items.map((item) => {
       const wire = returned.get(item.id);

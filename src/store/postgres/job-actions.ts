@@ -7,7 +7,7 @@ import type { Changes, InvalidState } from '../store.js';
 import type { JobStatus } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import type pg from 'pg';
-import { JOB_COLUMNS, lockParents, prefixed, statusIs } from './sql.js';
+import { idIn, JOB_COLUMNS, lockParents, prefixed, statusIs } from './sql.js';
 import { cancelledError, cancelRefusal, dedupeRival, removeRefusal, retryTarget } from '../core/rules.js';
 import { inIdOrder, UUID } from './connection.js';
 import { jobFromWire, type JobRow, type JobWire, parentResults, toWire } from '../core/rows.js';
@@ -36,7 +36,8 @@ WITH held AS MATERIALIZED (
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
 UPDATE ${s}.jobs j SET status = 'queued', attempts = j.attempts - 1, started_at = held.previous_start,
   lease_owner = NULL, lease_expires_at = NULL
-FROM held WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt AND j.lease_owner = held.owner
+FROM held WHERE ${idIn('j', 'held')} AND j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt
+  AND j.lease_owner = held.owner
 RETURNING ${prefixed('j')}`,
     lockJob: `SELECT status, attempts, depends_on FROM ${s}.jobs WHERE id = $1 FOR UPDATE`,
     /**
@@ -107,7 +108,7 @@ export class PgJobActions {
   async release(items: { id: string; attempt: number; owner: string }[]): Promise<void> {
     const rows = inIdOrder(items);
     if (rows.length === 0) return;
-    const result = await this.#ctx.db.query<JobRow>(this.#sql.release, [
+    const result = await this.#ctx.db.joinById<JobRow>(this.#sql.release, [
       rows.map((item) => item.id),
       rows.map((item) => item.attempt),
       rows.map((item) => item.owner),

@@ -52,8 +52,8 @@ WITH held AS MATERIALIZED (
     SELECT j.id, j.status, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'running' AND r.lease_owner = $1),
 renewed AS (
-  UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3 FROM held
-  WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.lease_owner = $1
+  UPDATE ${s}.jobs j SET lease_expires_at = ${now} + $3
+  WHERE ${idIn('j', 'held')} AND ${statusIs('j', 'running')} AND j.lease_owner = $1
   RETURNING j.id::text AS id),
 node AS (
   INSERT INTO ${s}.nodes AS n (id, host, pid, version, threads, busy, started_at, last_seen_at, lease_ms)
@@ -71,7 +71,7 @@ SELECT ARRAY(SELECT id FROM renewed) AS renewed, (extract(epoch FROM clock_times
 WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[]) AS i(id, attempt, owner, at)),
 locked AS MATERIALIZED (SELECT j.id FROM ${s}.jobs j WHERE ${idIn('j', 'i')} ORDER BY j.id FOR UPDATE)
 UPDATE ${s}.jobs j SET started_at = i.at, attempt_started = true
-FROM i WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
+FROM i WHERE ${idIn('j', 'locked')} AND j.id = i.id
   AND ${statusIs('j', 'running')} AND j.attempts = i.attempt AND j.lease_owner = i.owner`,
     /**
      * Attempts whose lease ran out, oldest first. The job leases of servers whose node
@@ -189,7 +189,7 @@ export class PgLease {
     // Concurrent with heartbeats and finishes of the same rows: each of them finds its rows
     // by id and fences in its UPDATE's own WHERE, so a start committed while one waits for
     // a row's lock is seen, not missed (see `started` above).
-    await this.#ctx.db.query(this.#sql.started, [
+    await this.#ctx.db.joinById(this.#sql.started, [
       rows.map((item) => item.id),
       rows.map((item) => item.attempt),
       rows.map((item) => item.owner),

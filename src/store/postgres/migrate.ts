@@ -21,6 +21,7 @@ import finishWithoutDependents from './migrations/018-finish-without-dependents.
 import batchCounts from './migrations/019-batch-counts.js';
 import batchRange from './migrations/020-batch-range.js';
 import finishedJobs from './migrations/021-finished-jobs.js';
+import joinsByHash from './migrations/022-joins-by-hash.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -58,6 +59,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 19, name: 'batch-counts', sql: batchCounts },
   { version: 20, name: 'batch-range', sql: batchRange },
   { version: 21, name: 'finished-jobs', sql: finishedJobs },
+  { version: 22, name: 'joins-by-hash', sql: joinsByHash },
 ];
 
 /** Every step's version, in order. */

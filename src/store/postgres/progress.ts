@@ -5,7 +5,7 @@
 import type { Progress } from '../../contract/job.js';
 import type { StoreContext } from './context.js';
 import { jobFromWire } from '../core/rows.js';
-import { statusIs } from './sql.js';
+import { idIn, statusIs } from './sql.js';
 
 const PROGRESS_EVERY_MS = 200;
 
@@ -19,7 +19,7 @@ WITH held AS MATERIALIZED (
     SELECT j.status, j.attempts, j.lease_owner FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r
   WHERE r.status = 'running' AND r.attempts = i.attempt AND r.lease_owner = i.owner)
 UPDATE ${s}.jobs j SET progress = held.progress FROM held
-WHERE j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt AND j.lease_owner = held.owner`,
+WHERE ${idIn('j', 'held')} AND j.id = held.id AND ${statusIs('j', 'running')} AND j.attempts = held.attempt AND j.lease_owner = held.owner`,
   };
 }
 
@@ -49,7 +49,7 @@ export class PgProgress {
     const entries = [...this.#progress.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     this.#progress.clear();
     await this.#ctx.db
-      .query(this.#sql.progress, [
+      .joinById(this.#sql.progress, [
         entries.map(([id]) => id),
         entries.map(([, p]) => p.attempt),
         entries.map(([, p]) => p.owner),

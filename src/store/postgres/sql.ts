@@ -46,12 +46,25 @@ export function statusIs(alias: string, status: 'queued' | 'running' | 'waiting'
  * table analyzed while it held no job (the finish moves finished jobs out of it, migration
  * 021), `j.id IN (SELECT id FROM i)` was planned as a semi join that walked the whole
  * primary key and, for each job, the ids: 100 starts took a second. An array of ids is an
- * index condition whatever the statistics say. (A join that carries values per id, as
- * the finish's, is no place for it: the planner then walks the ids for each job found.)
+ * index condition whatever the statistics say. A statement that joins values per id to
+ * the jobs so found runs with nested loops off as well (HASH_JOINS): on such a table the
+ * planner would otherwise walk the ids once for each job found.
  */
 export function idIn(alias: string, from: string): string {
   return `${alias}.id = ANY (ARRAY(SELECT id FROM ${from}))`;
 }
+
+/**
+ * Settings, for one transaction, of a statement that joins rows it was given (ids with
+ * values each) to the jobs they name (docs/postgres-store.md, "Plans that do not trust
+ * the row count"). A table analyzed while empty is taken for one row, and a join to one
+ * row is cheapest as a nested loop that compares every row found with every row given:
+ * with nested loops off, the rows are joined by a hash or a merge. The lookups that lock
+ * rows by id stay nested loops (LATERAL has no other plan), at a cost the planner then
+ * counts as huge, which would compile the statement to machine code: JIT is off too.
+ * The finish function sets the same around its join (migration 022).
+ */
+export const HASH_JOINS = 'SET LOCAL enable_nestloop = off; SET LOCAL jit = off';
 
 /** A queued job's place in line, as the claim index orders it. */
 export interface LinePlace {

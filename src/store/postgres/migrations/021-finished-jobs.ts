@@ -90,7 +90,8 @@ const MOVED: Partial<Record<(typeof JOB_TABLE_COLUMNS)[number], string>> = {
 const FENCE = `j.id = t.id AND j.status = (SELECT 'running'::text) AND j.attempts = t.attempt AND j.lease_owner = t.owner
       AND (NOT t.expired OR j.lease_expires_at < at_ms)`;
 
-const finish = rewritten(
+/** The finish function as this step writes it (step 22 rewrites it). */
+export const finish = rewritten(
   '021',
   functionOf('021', finishWithoutDependents, 'CREATE OR REPLACE FUNCTION {{schema}}.finish(', 'END $$;\n'),
   [

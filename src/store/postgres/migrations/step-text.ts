@@ -4,12 +4,12 @@
  * one before only where it says.
  */
 
-/** `text` with each `from` (which it must hold exactly once) replaced by its `to`; `step` names the step in errors. */
+/** `text` with each `from` (which it must hold exactly once) replaced by its `to`, as it reads (a `$$` stays two); `step` names the step in errors. */
 export function rewritten(step: string, text: string, rewrites: [from: string, to: string][]): string {
   let result = text;
   for (const [from, to] of rewrites) {
     if (result.split(from).length !== 2) throw new Error(`migration ${step}: expected one ${JSON.stringify(from)}`);
-    result = result.replace(from, to);
+    result = result.replace(from, () => to);
   }
   return result;
 }
