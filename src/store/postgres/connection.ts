@@ -254,10 +254,12 @@ export class PgConnection {
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     return this.withClient(async (client) => {
       const started = performance.now();
-      await client.query(begin);
       const after: (() => void)[] = [];
       afterCommitHooks.set(client, after);
       try {
+        // Inside the try: a begin of several statements that fails after its BEGIN leaves
+        // the connection in an aborted transaction, which the ROLLBACK ends.
+        await client.query(begin);
         const result = await work(client);
         // Answers that change nothing (invalid state, queue full, again) roll back.
         if (result === 'again' || isInvalidState(result) || isRefusal(result)) await client.query('ROLLBACK');

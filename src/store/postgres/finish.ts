@@ -52,18 +52,17 @@ RETURNING ${prefixed('j')}`,
      * UPDATE, as the finish function does (a heartbeat may commit while the lock is awaited).
      */
     snooze: `
-WITH c AS (SELECT ${now} AS at_ms),
-i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[])
+WITH i AS (SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[])
   AS i(id, attempt, owner, expired, due_in, started)),
 t AS MATERIALIZED (
   SELECT i.* FROM i CROSS JOIN LATERAL (SELECT j.id FROM ${s}.jobs j WHERE j.id = i.id LIMIT 1 FOR UPDATE) r)
-UPDATE ${s}.jobs j SET status = 'scheduled', run_at = c.at_ms + t.due_in, attempts = greatest(j.attempts - 1, 0),
+UPDATE ${s}.jobs j SET status = 'scheduled', run_at = ${now} + t.due_in, attempts = greatest(j.attempts - 1, 0),
   snoozes = j.snoozes + 1, started_at = coalesce(t.started, j.started_at),
   interruptions = j.interruptions + CASE WHEN t.expired THEN 1 ELSE 0 END,
   interrupted_by = CASE WHEN t.expired THEN array_append(j.interrupted_by, j.lease_owner) ELSE j.interrupted_by END,
   lease_owner = NULL, lease_expires_at = NULL
-FROM t, c WHERE ${idIn('j', 't')} AND j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
-  AND (NOT t.expired OR j.lease_expires_at < c.at_ms)
+FROM t WHERE ${idIn('j', 't')} AND j.id = t.id AND ${statusIs('j', 'running')} AND j.attempts = t.attempt AND j.lease_owner = t.owner
+  AND (NOT t.expired OR j.lease_expires_at < ${now})
 RETURNING j.id::text AS id, j.run_at`,
     finish:
       prepared(`SELECT job_id::text AS id, job_status AS status, job_run_at AS run_at, job_finished_at AS finished_at,

@@ -25,9 +25,10 @@ import finishedJobs, { finish } from './021-finished-jobs.js';
  * were before the dependents are released or failed, whose statements want their loops.
  *
  * The dependents of finished jobs are written the same way. release_dependents finds the
- * children to release and their turns by lookups first (nested loops), and then writes
- * them, by their ids as an array, with nested loops off (it becomes PL/pgSQL for that);
- * fail_dependents writes each generation of failed children so.
+ * children to release by lookups first (nested loops) and works out their turns in the
+ * same pass, then writes them, by their ids as an array, with nested loops off (it
+ * becomes PL/pgSQL for that); fail_dependents writes each generation of failed children
+ * so.
  *
  * The batch triggers run inside these statements, so under their settings: their UPDATE
  * of `batches` names its rows by the ids as an array too, or it would hash a scan of
@@ -77,8 +78,8 @@ if (finishSql.split('ANY (ARRAY(SELECT id FROM t))').length !== 3) {
 }
 
 /**
- * The children to release, their turns worked out, then written by their ids as an array
- * with nested loops off.
+ * The children to release, each with its turn, then written by their ids as an array with
+ * nested loops off.
  */
 const releaseDependents = rewritten(
   '022',
@@ -95,6 +96,20 @@ DECLARE
 ${SAVED}BEGIN
   WITH ready AS (`,
     ],
+    // Every child with its turn (none for one that waits for its runAt), in one pass: a join
+    // of the children to their turns was a nested loop over both on a small estimate.
+    [
+      `  turns AS MATERIALIZED (
+    SELECT r.id, {{schema}}.round_base(r.priority, r.group_key)
+      + row_number() OVER (PARTITION BY r.priority, r.group_key ORDER BY r.id) - 1 AS round
+    FROM ready r WHERE NOT coalesce(r.later, false))`,
+      `  turns AS MATERIALIZED (
+    SELECT r.id, coalesce(r.later, false) AS later,
+      CASE WHEN NOT coalesce(r.later, false) THEN {{schema}}.round_base(r.priority, r.group_key)
+        + row_number() OVER (PARTITION BY r.priority, r.group_key, coalesce(r.later, false) ORDER BY r.id) - 1 END
+        AS round
+    FROM ready r)`,
+    ],
     [
       `  UPDATE {{schema}}.jobs c
   SET status = CASE WHEN coalesce(ready.later, false) THEN 'scheduled' ELSE 'queued' END,
@@ -106,10 +121,9 @@ ${SAVED}BEGIN
   WHERE c.id = ANY (ARRAY(SELECT id FROM ready)) AND c.id = ready.id AND ${statusIs('c', 'waiting')}
   RETURNING c.*
 $$;`,
-      `  SELECT array_agg(r.id ORDER BY r.id), array_agg(coalesce(r.later, false) ORDER BY r.id),
-    array_agg(t.round ORDER BY r.id)
+      `  SELECT array_agg(t.id ORDER BY t.id), array_agg(t.later ORDER BY t.id), array_agg(t.round ORDER BY t.id)
   INTO ready_ids, ready_later, ready_round
-  FROM ready r LEFT JOIN turns t ON t.id = r.id;
+  FROM turns t;
   IF ready_ids IS NULL THEN RETURN; END IF;
 ${HASH_JOINS_ON}
   RETURN QUERY WITH released AS (
