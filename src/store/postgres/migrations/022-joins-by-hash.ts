@@ -51,6 +51,8 @@ const BATCHES_BY_ID = [
   WHERE b.id = ANY (moved) AND b.id = d.batch;`,
 ] as [string, string];
 
+const BY_ITEM_IDS = 'j.id = ANY (ARRAY(SELECT id FROM t))';
+
 const finishByHash = rewritten('022', finish, [
   [
     `  WITH i AS (
@@ -67,15 +69,10 @@ const finishByHash = rewritten('022', finish, [
 `,
   ],
   [`  failed_ids uuid[];\n`, `  failed_ids uuid[];\n${SAVED}`],
+  // The UPDATE's and the DELETE's fence: the item's row found by the items' ids as an array.
+  [`    FROM t\n    WHERE j.id = t.id AND `, `    FROM t\n    WHERE ${BY_ITEM_IDS} AND j.id = t.id AND `],
+  [`USING t\n    WHERE j.id = t.id AND `, `USING t\n    WHERE ${BY_ITEM_IDS} AND j.id = t.id AND `],
 ]);
-
-/** The UPDATE's and the DELETE's fence: the item's row found by the items' ids as an array. */
-const finishSql = finishByHash
-  .split(`    WHERE j.id = t.id AND `)
-  .join(`    WHERE j.id = ANY (ARRAY(SELECT id FROM t)) AND j.id = t.id AND `);
-if (finishSql.split('ANY (ARRAY(SELECT id FROM t))').length !== 3) {
-  throw new Error('migration 022: expected the fence of the UPDATE and of the DELETE');
-}
 
 /**
  * The children to release, each with its turn, then written by their ids as an array with
@@ -160,7 +157,7 @@ const failDependents = rewritten(
 );
 
 export default `
-${finishSql}
+${finishByHash}
 ${releaseDependents}
 ${failDependents}
 ${rewritten('022', batchCounts, [BATCHES_BY_ID])}
