@@ -59,10 +59,19 @@ export async function startServer(
     request,
     async waitForJob(id) {
       // Long polls, one after another, until the job has finished.
+      let before: unknown = null;
       return pollUntil(
         async () => {
           const response = await request('GET', `/v1/jobs/${id}?wait=30`);
-          if (response.status !== 200) throw new Error(`GET job ${id}: ${response.status} ${response.text}`);
+          if (response.status !== 200) {
+            // What the poll before read, and what a plain read answers now: a job missed by
+            // one read and found by the next is not the same failure as a job gone.
+            const again = await request('GET', `/v1/jobs/${id}`);
+            throw new Error(
+              `GET job ${id}: ${response.status} ${response.text}; the poll before read ${JSON.stringify(before)}; read again: ${again.status} ${again.text}`,
+            );
+          }
+          before = response.body;
           return response.body;
         },
         (job) => ['completed', 'failed', 'cancelled'].includes(job.status),
