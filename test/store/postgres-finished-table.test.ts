@@ -5,6 +5,7 @@ import { JOB_TABLE_COLUMNS, MOVE_FINISHED } from '../../src/store/postgres/migra
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import type { ClaimedJob } from '../../src/store/store.js';
 import { connect, dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { pollUntil } from '../support/poll.js';
 import { completed, handlerError, insertOk, newJob, nextId, OWNER } from '../support/store-fixtures.js';
 
 /**
@@ -271,6 +272,50 @@ describe('postgres store: finished jobs out of the hot table (KILN_TEST_PG)', ()
       assert.equal((await store.counts()).byStatus.completed, 0);
     },
   );
+
+  it('finds a job finished into a partition attached while the reads by id were being planned', async () => {
+    const { store, schema, db } = await open();
+    // The partitions of failed jobs made in a transaction held open, as the retention purge
+    // makes them when a server starts, while reads by id go on.
+    const ddl = await connect();
+    closing.push(() => ddl.end());
+    await ddl.query('BEGIN');
+    const made = await ddl.query<{ n: number }>(
+      `SELECT "${schema}".prepare_done_partitions('jobs_done_ended', 7, 8) AS n`,
+    );
+    assert.ok((made.rows[0]?.n ?? 0) >= 1);
+    // Both connections of the reads by id plan their statement now, and wait for it.
+    const reads = [store.get(nextId()), store.get(nextId())];
+    await pollUntil(
+      async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+             JOIN pg_namespace s ON s.oid = c.relnamespace WHERE NOT l.granted AND s.nspname = $1`,
+            [schema],
+          )
+        ).rows[0]?.n ?? 0,
+      (waiting) => waiting >= 2,
+      { what: 'both reads by id to wait for the partitions' },
+    );
+    await ddl.query('COMMIT');
+    assert.deepEqual(await Promise.all(reads), [null, null]);
+
+    // A job that fails for good now lands in a partition made then, and every read finds it.
+    const failing = newJob({ maxAttempts: 1 });
+    await insertOk(store, [failing]);
+    const [claimed] = await claimAll(store, 1);
+    await store.finish([
+      {
+        id: failing.id,
+        attempt: claimed?.attempts ?? 0,
+        owner: OWNER,
+        outcome: { kind: 'failed', error: handlerError(1), retryAt: null },
+      },
+    ]);
+    assert.match((await where(db, schema, failing.id)).join(), /^jobs_done_ended_\d+_\d+$/);
+    for (let read = 0; read < 4; read++) assert.equal((await store.get(failing.id))?.status, 'failed');
+  });
 
   it('has the columns of jobs in the same order, as the finish and the move back write them', async () => {
     const { schema, db } = await open();

@@ -22,6 +22,7 @@ import batchCounts from './migrations/019-batch-counts.js';
 import batchRange from './migrations/020-batch-range.js';
 import finishedJobs from './migrations/021-finished-jobs.js';
 import joinsByHash from './migrations/022-joins-by-hash.js';
+import partitionsUnderLock from './migrations/023-partitions-under-lock.js';
 
 /**
  * Numbered schema steps, one file each, applied at start in order, each in its own
@@ -60,6 +61,7 @@ const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
   { version: 20, name: 'batch-range', sql: batchRange },
   { version: 21, name: 'finished-jobs', sql: finishedJobs },
   { version: 22, name: 'joins-by-hash', sql: joinsByHash },
+  { version: 23, name: 'partitions-under-lock', sql: partitionsUnderLock },
 ];
 
 /** Every step's version, in order. */
