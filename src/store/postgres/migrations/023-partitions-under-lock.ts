@@ -17,9 +17,13 @@ import finishedJobs from './021-finished-jobs.js';
  * it reads the partitions, and read them once they are attached.
  *
  * The lock is taken only when a partition is to be made (at a server's start, and once a
- * partition's span), within the function's lock_timeout of 200 ms: reads and finishes of
- * that status wait for it at most so long, and a lock not granted in time leaves the
- * partitions for the next round, as before.
+ * partition's span), and waited for at most the function's lock_timeout of 200 ms: a lock
+ * not granted in time leaves the partitions for the next round, as before. Once granted it
+ * is held until the partitions are attached, and each ATTACH reads the whole default
+ * partition (no row of it may belong to the new span): reads and finishes of that status
+ * wait for it. The default partition is small unless the database was upgraded from a
+ * version before step 21, whose finished jobs it holds until their retention deletes
+ * them (300,000 of them held a finish 0.3 s).
  *
  * Replaces prepare_done_partitions with the same signature.
  */
