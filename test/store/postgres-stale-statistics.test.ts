@@ -7,6 +7,7 @@ import { jobActionStatements } from '../../src/store/postgres/job-actions.js';
 import { leaseStatements } from '../../src/store/postgres/lease.js';
 import { progressStatements } from '../../src/store/postgres/progress.js';
 import { HASH_JOINS } from '../../src/store/postgres/sql.js';
+import { upkeepLockKey } from '../../src/store/postgres/upkeep.js';
 import { explainPlan, planNodes, type PlanParam, recordPlans } from '../support/pg-plans.js';
 import { connect, PgTestScope } from '../support/postgres.js';
 import { claimRequest, completed, newJob, OWNER } from '../support/store-fixtures.js';
@@ -80,9 +81,7 @@ describe('postgres store: statistics taken while the table was young (KILN_TEST_
     // No ANALYZE but the test's: autovacuum off for the table, and the store's upkeep kept
     // out by holding its lock (upkeep.ts) on this connection.
     await db.query(`ALTER TABLE "${schema}".jobs SET (autovacuum_enabled = off)`);
-    await db.query(`SELECT pg_advisory_lock(('x' || left(md5('kiln:upkeep:' || $1::text), 16))::bit(64)::bigint)`, [
-      schema,
-    ]);
+    await db.query(`SELECT pg_advisory_lock(${upkeepLockKey(schema)})`);
     /** Whether the statistics still say the table is empty while it has pages (the planner then counts one row). */
     const statisticsSayEmpty = async () => {
       const { rows } = await db.query<{ reltuples: number; relpages: number }>(

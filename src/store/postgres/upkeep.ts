@@ -5,6 +5,11 @@ const FOLD_EVERY_MS = 60_000;
 /** How often one server looks whether the jobs table needs ANALYZE or VACUUM. */
 const UPKEEP_EVERY_MS = 5_000;
 
+/** The upkeep's advisory lock for `schema`, as an SQL expression (one server at a time upkeeps). */
+export function upkeepLockKey(schema: string): string {
+  return `('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint`;
+}
+
 function upkeepStatements(schema: string) {
   const s = `"${schema}"`;
   const now = `${s}.now_ms()`;
@@ -29,9 +34,9 @@ ON CONFLICT (slot, status, priority) DO UPDATE SET n = ${s}.counts.n + excluded.
 SELECT locked,
   locked AND coalesce(s.n_mod_since_analyze > greatest(1000, s.n_live_tup / 10), false) AS analyze,
   locked AND coalesce(s.n_dead_tup > greatest(10000, s.n_live_tup / 5), false) AS vacuum
-FROM (SELECT pg_try_advisory_lock(('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint) AS locked) l
+FROM (SELECT pg_try_advisory_lock(${upkeepLockKey(schema)}) AS locked) l
 LEFT JOIN pg_stat_user_tables s ON s.schemaname = '${schema}' AND s.relname = 'jobs'`,
-    upkeepDone: `SELECT pg_advisory_unlock(('x' || left(md5('kiln:upkeep:' || '${schema}'), 16))::bit(64)::bigint)`,
+    upkeepDone: `SELECT pg_advisory_unlock(${upkeepLockKey(schema)})`,
     analyze: `ANALYZE ${s}.jobs`,
     vacuum: `VACUUM (ANALYZE, SKIP_LOCKED) ${s}.jobs`,
   };
