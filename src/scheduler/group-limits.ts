@@ -84,8 +84,7 @@ export class GroupLimits {
     for (const group of this.#limits.keys()) if (!limits.has(group)) this.#metrics.groupGone(group);
     for (const group of limits.keys()) if (!this.#limits.has(group)) this.#metrics.groupKnown(group);
     this.#limits = limits;
-    this.#dispatcher.limits.byGroup.configure(limits);
-    this.#dispatcher.pump();
+    this.#dispatcher.configureLimits('group', limits);
   }
 }
 

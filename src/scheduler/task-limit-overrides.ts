@@ -94,7 +94,6 @@ export class TaskLimitOverrides {
     for (const task of this.#options.registry.list()) {
       limits.set(task.name, effectiveLimits(task, this.#overrides.get(task.name)));
     }
-    this.#options.dispatcher.limits.byType.configure(limits);
-    this.#options.dispatcher.pump();
+    this.#options.dispatcher.configureLimits('type', limits);
   }
 }

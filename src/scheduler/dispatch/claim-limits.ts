@@ -1,6 +1,7 @@
 import type { ClaimRequest } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
-import type { JobLimits } from './task-limits.js';
+import type { TaskLimits } from '../../contract/limits.js';
+import type { JobLimits, TaskLimiter } from './task-limits.js';
 
 /**
  * What one claim asks and learns of the task and group limits this server applies: the
@@ -9,28 +10,45 @@ import type { JobLimits } from './task-limits.js';
  * claim passed over are counted after it, and the answer says when one held by its rate
  * limit may be claimed (a token comes back). One held by its concurrency is claimed when
  * an attempt of it ends, which pumps anyway.
+ *
+ * Limits can change while a claim is under way (a PUT of a group's or a type's limits,
+ * another server's change read back): the claim then took its jobs under the limits it
+ * asked with, and `outdated` tells which of its messages hold a job whose type or group
+ * has other limits now, for the dispatcher to give back unstarted and claim again.
  */
 export function claimLimits(limits: JobLimits, types: () => readonly string[]) {
   const { byType: limiter, byGroup: groupLimiter } = limits;
   const allowance = limiter.active ? limiter.allowance() : null;
   const groupAllowance = groupLimiter.active ? groupLimiter.allowance() : null;
+  const typeLimits = allowance === null ? null : limiter.limits();
+  const groupLimits = groupAllowance === null ? null : groupLimiter.limits();
+  const changes = [limiter.changes, groupLimiter.changes] as const;
   const passed = new Set<string>();
   const passedGroups = new Set<string>();
   const request: Partial<ClaimRequest> = {
     ...(allowance === null && groupAllowance === null ? {} : { types: types() }),
     ...(allowance === null
       ? {}
-      : { allowance: allowance.left, limits: limiter.limits(), passedOver: (type: string) => passed.add(type) }),
+      : { allowance: allowance.left, limits: typeLimits, passedOver: (type: string) => passed.add(type) }),
     ...(groupAllowance === null
       ? {}
       : {
           groupAllowance: groupAllowance.left,
-          groupLimits: groupLimiter.limits(),
+          groupLimits,
           groupPassedOver: (group: string) => passedGroups.add(group),
         }),
   };
   return {
     request,
+    /** Whether a job of `jobs` has other limits now than the claim asked with (its type's or its group's). */
+    outdated(jobs: readonly { type: string; group: string | null }[]): boolean {
+      if (limiter.changes === changes[0] && groupLimiter.changes === changes[1]) return false;
+      return jobs.some(
+        (job) =>
+          limitsChanged(limiter, typeLimits, job.type) ||
+          (job.group !== null && limitsChanged(groupLimiter, groupLimits, job.group)),
+      );
+    },
     /** After the claim: what it passed over, counted; when a held one may be claimed next (null: no time). */
     passedOver(metrics: KilnMetrics): number | null {
       for (const type of passed) metrics.limited(type, allowance?.held.get(type) ?? 'concurrency');
@@ -47,4 +65,20 @@ export function claimLimits(limits: JobLimits, types: () => readonly string[]) {
 function earliest(a: number | null, b: number | null): number | null {
   if (a === null) return b;
   return b === null ? a : Math.min(a, b);
+}
+
+/** Whether `key`'s limits in `limiter` now differ from those in `asked` (null: none were in force). */
+export function limitsChanged(
+  limiter: TaskLimiter,
+  asked: ReadonlyMap<string, TaskLimits> | null,
+  key: string,
+): boolean {
+  const now = limiter.limitsOf(key);
+  const then = asked?.get(key) ?? null;
+  if (now === null || then === null) return now !== then;
+  return (
+    now.concurrency !== then.concurrency ||
+    now.rateLimit?.max !== then.rateLimit?.max ||
+    now.rateLimit?.perMs !== then.rateLimit?.perMs
+  );
 }

@@ -14,7 +14,8 @@ import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
 import { InFlight } from './in-flight.js';
 import type { DispatcherOptions } from './dispatcher-options.js';
 import { largestMeanMs, WorkAhead } from './thread-sizing.js';
-import { claimLimits } from './claim-limits.js';
+import { claimLimits, limitsChanged } from './claim-limits.js';
+import type { TaskLimits } from '../../contract/limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
@@ -237,6 +238,25 @@ export class Dispatcher {
     if (this.#recallBelow(priority)) this.pump();
   }
 
+  /**
+   * New limits for every task type or every group: claimed messages not started that hold
+   * a job whose limits changed go back, to be claimed again under the new ones (as does
+   * such a job of a claim under way, when it answers: claim-limits.ts, `outdated`).
+   */
+  configureLimits(by: 'type' | 'group', limits: ReadonlyMap<string, TaskLimits>): void {
+    const limiter = by === 'type' ? this.limits.byType : this.limits.byGroup;
+    const before = limiter.limits();
+    limiter.configure(limits);
+    for (const batch of this.#inFlight) {
+      const changed = batch.jobs.some((job) => {
+        const key = by === 'type' ? job.type : job.group;
+        return key !== null && limitsChanged(limiter, before, key);
+      });
+      if (changed && !batch.recalled) this.#recall(batch);
+    }
+    this.pump();
+  }
+
   /** Takes back every claimed message below `priority` that has not started; answers whether any was. */
   #recallBelow(priority: number): boolean {
     let recalled = false;
@@ -352,7 +372,14 @@ export class Dispatcher {
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
           return;
         }
-        for (const jobs of batches) this.#run(jobs);
+        for (const jobs of batches) {
+          // Its type's or group's limits changed while the claim was under way: back, to be claimed under them.
+          if (limits.outdated(jobs)) {
+            this.#giveBackJobs(jobs, new Set());
+            continue;
+          }
+          this.#run(jobs);
+        }
         if (this.#betterDuringClaim !== null && this.#recallBelow(this.#betterDuringClaim)) this.#pumpAgain = true;
         this.#betterDuringClaim = null;
         if (batches.length > 0) this.#sizeThreads(batches);

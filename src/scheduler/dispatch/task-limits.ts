@@ -51,6 +51,7 @@ export interface Allowance {
 export class TaskLimiter {
   readonly #types = new Map<string, TypeState>();
   readonly #clock: () => number;
+  #changes = 0;
 
   constructor(clock: () => number = Date.now) {
     this.#clock = clock;
@@ -58,6 +59,7 @@ export class TaskLimiter {
 
   /** Sets the limits of every type at once; types left out run unlimited. */
   configure(limits: ReadonlyMap<string, TaskLimits>): void {
+    this.#changes++;
     for (const [type, state] of this.#types) {
       const next = limits.get(type);
       if (next === undefined || !isLimited(next)) {
@@ -82,6 +84,17 @@ export class TaskLimiter {
 
   get active(): boolean {
     return this.#types.size > 0;
+  }
+
+  /** Counts every configure(): a claim that began under another count may predate its limits. */
+  get changes(): number {
+    return this.#changes;
+  }
+
+  /** The limits in force for `type`, or null when it runs unlimited. */
+  limitsOf(type: string): TaskLimits | null {
+    const state = this.#types.get(type);
+    return state === undefined || !isLimited(state.limits) ? null : state.limits;
   }
 
   /** An attempt of `type` was claimed; `startedAt` tells when its thread started it, once it has. */

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { ClaimRequest } from '../../../src/store/facets/claims.js';
 import type { JobStore } from '../../../src/store/store.js';
 import { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
 import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
@@ -10,15 +9,7 @@ import { fixtureTasksDir } from '../../support/paths.js';
 import { insertOk, mustGet, newJob } from '../../support/store-fixtures.js';
 import { loadTasks, type TaskRegistry } from '../../../src/workers/registry.js';
 import { silentLog } from '../../../src/fault-log.js';
-
-/** A promise and the function that resolves it. */
-function signal(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
-}
+import { holdFirstClaim, signal } from '../../support/held-claim.js';
 
 describe('Dispatcher.stop', () => {
   let registry: TaskRegistry;
@@ -46,46 +37,22 @@ describe('Dispatcher.stop', () => {
 
   it('waits for a claim in flight and gives its jobs back before it resolves (the store closes next)', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
-    const claimed = signal();
-    const answer = signal();
-    const released: string[] = [];
     // The claim takes the job in the store, then its answer is held until stop() has begun.
-    const store = new Proxy(real, {
-      get(target, property) {
-        const value: unknown = Reflect.get(target, property, target);
-        if (property === 'claim') {
-          return async (request: ClaimRequest) => {
-            const batches = await target.claim(request);
-            if (batches.length > 0) {
-              claimed.resolve();
-              await answer.promise;
-            }
-            return batches;
-          };
-        }
-        if (property === 'release') {
-          return async (items: Parameters<JobStore['release']>[0]) => {
-            await target.release(items);
-            released.push(...items.map((item) => item.id));
-          };
-        }
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const { store, claimed, answer, released } = holdFirstClaim(real);
     try {
       const dispatcher = dispatcherOn(store);
       await dispatcher.start();
       const [job] = await insertOk(real, [newJob({ type: 'test.quick' })]);
       assert.ok(job);
       dispatcher.pump();
-      await claimed.promise;
+      await claimed;
       // Claimed, not started: a reader sees it queued, as before its claim.
       const held = await mustGet(real, job.id);
       assert.equal(held.status, 'queued');
       assert.equal(held.attempts, 0);
 
       const stopped = dispatcher.stop(1000);
-      answer.resolve();
+      answer();
       await stopped;
       // Before the fix stop() resolved at once; the jobs went back later, to a store by
       // then closed, and the outcome written instead was retried on a timer for ever.

@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { JobStore } from '../../../src/store/store.js';
+import { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
+import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
+import { SqliteStore } from '../../../src/store/sqlite/store.js';
+import { WorkerPool } from '../../../src/workers/pool.js';
+import { fixtureTasksDir } from '../../support/paths.js';
+import { pollUntil } from '../../support/poll.js';
+import { insertOk, mustGet, newJob } from '../../support/store-fixtures.js';
+import { loadTasks, type TaskRegistry } from '../../../src/workers/registry.js';
+import { silentLog } from '../../../src/fault-log.js';
+import { holdFirstClaim } from '../../support/held-claim.js';
+
+const ONE_AT_A_TIME = new Map([['tenant', { concurrency: 1, rateLimit: null }]]);
+
+describe('limits that change while jobs are claimed', () => {
+  let registry: TaskRegistry;
+  let pool: WorkerPool;
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-limits-change-'));
+
+  before(async () => {
+    registry = await loadTasks({ tasksDir: fixtureTasksDir });
+    pool = new WorkerPool({ threads: 2, maxMemoryMb: 64, registry, onProgress() {} });
+  });
+
+  after(async () => {
+    await pool.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function dispatcherOn(store: JobStore): Dispatcher {
+    return new Dispatcher({
+      store,
+      pool,
+      metrics: new KilnMetrics({ counts: () => store.counts(), capacity: 100, threads: () => 2, busyThreads: () => 0 }),
+      threads: 2,
+      leaseMs: 60_000,
+      maxSnoozes: 100,
+      onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
+      log: silentLog,
+    });
+  }
+
+  /** Jobs of the group `tenant` that each run until their file exists. */
+  async function holds(store: JobStore, count: number) {
+    const jobs = Array.from({ length: count }, (_, index) => {
+      const release = join(dir, `${index}-${Math.random().toString(36).slice(2)}`);
+      return { job: newJob({ type: 'test.hold', group: 'tenant', payload: { release }, timeoutMs: 60_000 }), release };
+    });
+    await insertOk(
+      store,
+      jobs.map(({ job }) => job),
+    );
+    return jobs.map(({ job, release }) => ({ id: job.id, release }));
+  }
+
+  async function finish(dispatcher: Dispatcher, store: JobStore, jobs: { id: string; release: string }[]) {
+    for (const job of jobs) writeFileSync(job.release, '');
+    for (const job of jobs) {
+      await pollUntil(
+        () => mustGet(store, job.id),
+        (read) => read.status === 'completed',
+        { what: `job ${job.id} to complete` },
+      );
+    }
+    await dispatcher.stop(1000);
+  }
+
+  it('gives back the jobs of a claim answered after their group was limited, and claims again under the limit', async () => {
+    const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
+    // The first claim that takes jobs takes them in the store, then its answer waits until the limit is set.
+    const { store, claimed, answer, released } = holdFirstClaim(real);
+    try {
+      const dispatcher = dispatcherOn(store);
+      await dispatcher.start();
+      const jobs = await holds(real, 3);
+      dispatcher.pump();
+      await claimed;
+
+      dispatcher.configureLimits('group', ONE_AT_A_TIME);
+      answer();
+      const running = await pollUntil(
+        async () =>
+          (await Promise.all(jobs.map((job) => mustGet(real, job.id)))).filter((job) => job.status === 'running'),
+        (list) => list.length > 0,
+        { what: 'a job of the group to start under its limit' },
+      );
+      assert.equal(running.length, 1);
+      // Before the fix the claim's three jobs ran as claimed: two started, one waiting ahead.
+      assert.deepEqual([...released].sort(), jobs.map((job) => job.id).sort(), 'the claim gave back all three');
+      assert.equal(dispatcher.attemptsBy('group', 'all').get('tenant'), 1, 'one job of the group is held');
+      for (const job of jobs) {
+        if (job.id === running[0]?.id) continue;
+        const waiting = await mustGet(real, job.id);
+        assert.equal(waiting.status, 'queued');
+        assert.equal(waiting.attempts, 0, 'a job given back has no attempt counted');
+      }
+      await finish(dispatcher, real, jobs);
+    } finally {
+      await real.close();
+    }
+  });
+
+  it('takes back a job claimed ahead of a thread when its group is limited, and runs it after the running one', async () => {
+    const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
+    try {
+      const dispatcher = dispatcherOn(real);
+      await dispatcher.start();
+      const jobs = await holds(real, 3);
+      dispatcher.pump();
+      // Two threads run two of them, the third waits ahead of them, claimed.
+      await pollUntil(
+        async () => [
+          dispatcher.attemptsBy('group', 'started').get('tenant'),
+          dispatcher.attemptsBy('group', 'waiting').get('tenant'),
+        ],
+        ([started, waiting]) => started === 2 && waiting === 1,
+        { what: 'two jobs started and one claimed ahead' },
+      );
+
+      dispatcher.configureLimits('group', ONE_AT_A_TIME);
+      assert.equal(
+        dispatcher.attemptsBy('group', 'waiting').get('tenant'),
+        undefined,
+        'the waiting one was taken back',
+      );
+      assert.equal(dispatcher.attemptsBy('group', 'started').get('tenant'), 2, 'started attempts run on');
+      const taken = await pollUntil(
+        async () =>
+          (await Promise.all(jobs.map((job) => mustGet(real, job.id)))).filter((job) => job.status === 'queued'),
+        (list) => list.length === 1,
+        { what: 'the job taken back to be queued' },
+      );
+      assert.equal(taken[0]?.attempts, 0);
+
+      // Both running jobs end; only then, one at a time, does the third run.
+      const [first, second] = jobs.filter((job) => job.id !== taken[0]?.id);
+      assert.ok(first && second && taken[0]);
+      writeFileSync(first.release, '');
+      writeFileSync(second.release, '');
+      const third = jobs.find((job) => job.id === taken[0]?.id);
+      assert.ok(third);
+      await pollUntil(
+        () => mustGet(real, third.id),
+        (read) => read.status === 'running',
+        { what: 'the third job to run once the others ended' },
+      );
+      for (const job of [first, second]) assert.equal((await mustGet(real, job.id)).status, 'completed');
+      await finish(dispatcher, real, jobs);
+    } finally {
+      await real.close();
+    }
+  });
+});
