@@ -14,7 +14,8 @@ import type { JobLimits, TaskLimiter } from './task-limits.js';
  * Limits can change while a claim is under way (a PUT of a group's or a type's limits,
  * another server's change read back): the claim then took its jobs under the limits it
  * asked with, and `outdated` tells which of its messages hold a job whose type or group
- * has other limits now, for the dispatcher to give back unstarted and claim again.
+ * has stricter limits now, for the dispatcher to give back unstarted and claim again
+ * (limits that were loosened hold what was claimed under the old ones: it stays).
  */
 export function claimLimits(limits: JobLimits, types: () => readonly string[]) {
   const { byType: limiter, byGroup: groupLimiter } = limits;
@@ -40,13 +41,13 @@ export function claimLimits(limits: JobLimits, types: () => readonly string[]) {
   };
   return {
     request,
-    /** Whether a job of `jobs` has other limits now than the claim asked with (its type's or its group's). */
+    /** Whether a job of `jobs` has stricter limits now than the claim asked with (its type's or its group's). */
     outdated(jobs: readonly { type: string; group: string | null }[]): boolean {
       if (limiter.changes === changes[0] && groupLimiter.changes === changes[1]) return false;
       return jobs.some(
         (job) =>
-          limitsChanged(limiter, typeLimits, job.type) ||
-          (job.group !== null && limitsChanged(groupLimiter, groupLimits, job.group)),
+          limitsTightened(limiter, typeLimits, job.type) ||
+          (job.group !== null && limitsTightened(groupLimiter, groupLimits, job.group)),
       );
     },
     /** After the claim: what it passed over, counted; when a held one may be claimed next (null: no time). */
@@ -67,18 +68,22 @@ function earliest(a: number | null, b: number | null): number | null {
   return b === null ? a : Math.min(a, b);
 }
 
-/** Whether `key`'s limits in `limiter` now differ from those in `asked` (null: none were in force). */
-export function limitsChanged(
+/**
+ * Whether `key`'s limits in `limiter` are stricter now than those in `asked` (null: none
+ * were in force): a limit added, a concurrency lowered, a rate's `max` lowered or its
+ * window lengthened.
+ */
+export function limitsTightened(
   limiter: TaskLimiter,
   asked: ReadonlyMap<string, TaskLimits> | null,
   key: string,
 ): boolean {
   const now = limiter.limitsOf(key);
+  if (now === null) return false;
   const then = asked?.get(key) ?? null;
-  if (now === null || then === null) return now !== then;
-  return (
-    now.concurrency !== then.concurrency ||
-    now.rateLimit?.max !== then.rateLimit?.max ||
-    now.rateLimit?.perMs !== then.rateLimit?.perMs
-  );
+  if (then === null) return true;
+  if (now.concurrency !== null && (then.concurrency === null || now.concurrency < then.concurrency)) return true;
+  const rate = now.rateLimit;
+  const before = then.rateLimit;
+  return rate !== null && (before === null || rate.max < before.max || rate.perMs > before.perMs);
 }

@@ -14,7 +14,7 @@ import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
 import { InFlight } from './in-flight.js';
 import type { DispatcherOptions } from './dispatcher-options.js';
 import { largestMeanMs, WorkAhead } from './thread-sizing.js';
-import { claimLimits, limitsChanged } from './claim-limits.js';
+import { claimLimits, limitsTightened } from './claim-limits.js';
 import type { TaskLimits } from '../../contract/limits.js';
 import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
@@ -239,20 +239,30 @@ export class Dispatcher {
   }
 
   /**
-   * New limits for every task type or every group: claimed messages not started that hold
-   * a job whose limits changed go back, to be claimed again under the new ones (as does
-   * such a job of a claim under way, when it answers: claim-limits.ts, `outdated`).
+   * New limits for every task type or every group. The attempts this server holds count
+   * against them at once, those of a type or group that had no limits until now included;
+   * claimed messages not started that hold a job whose limits became stricter go back, to
+   * be claimed again under the new ones (as does such a job of a claim under way, when it
+   * answers: claim-limits.ts, `outdated`).
    */
   configureLimits(by: 'type' | 'group', limits: ReadonlyMap<string, TaskLimits>): void {
     const limiter = by === 'type' ? this.limits.byType : this.limits.byGroup;
+    const keyOf = (job: ClaimedJob) => (by === 'type' ? job.type : job.group);
     const before = limiter.limits();
     limiter.configure(limits);
     for (const batch of this.#inFlight) {
-      const changed = batch.jobs.some((job) => {
-        const key = by === 'type' ? job.type : job.group;
-        return key !== null && limitsChanged(limiter, before, key);
+      if (batch.recalled) continue;
+      for (const job of batch.jobs) {
+        const key = keyOf(job);
+        if (key !== null) limiter.claimed(key, job.id, () => this.#pool.slots.startedAt(batch.slot));
+      }
+    }
+    for (const batch of this.#inFlight) {
+      const stricter = batch.jobs.some((job) => {
+        const key = keyOf(job);
+        return key !== null && limitsTightened(limiter, before, key);
       });
-      if (changed && !batch.recalled) this.#recall(batch);
+      if (stricter && !batch.recalled) this.#recall(batch);
     }
     this.pump();
   }
@@ -373,7 +383,7 @@ export class Dispatcher {
           return;
         }
         for (const jobs of batches) {
-          // Its type's or group's limits changed while the claim was under way: back, to be claimed under them.
+          // Its type's or group's limits became stricter while the claim was under way: back, to be claimed under them.
           if (limits.outdated(jobs)) {
             this.#giveBackJobs(jobs, new Set());
             continue;
@@ -493,7 +503,8 @@ export class Dispatcher {
   async #settle(batch: Batch, answer: TaskAnswer | null, failure: unknown): Promise<void> {
     clearTimeout(batch.timer);
     const started = this.#pool.slots.startedAt(batch.slot);
-    this.limits.ended(batch.jobs, started);
+    // A recalled message's jobs ended their count when it was recalled: they may be claimed again by now.
+    if (!batch.recalled) this.limits.ended(batch.jobs, started);
     this.#pool.slots.release(batch.slot);
     this.#inFlight.remove(batch);
     this.pump();

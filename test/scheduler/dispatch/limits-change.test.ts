@@ -105,7 +105,7 @@ describe('limits that change while jobs are claimed', () => {
     }
   });
 
-  it('takes back a job claimed ahead of a thread when its group is limited, and runs it after the running one', async () => {
+  it('counts the running jobs against a new group limit, takes back the one claimed ahead, and runs it when the group has room', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
     try {
       const dispatcher = dispatcherOn(real);
@@ -129,6 +129,8 @@ describe('limits that change while jobs are claimed', () => {
         'the waiting one was taken back',
       );
       assert.equal(dispatcher.attemptsBy('group', 'started').get('tenant'), 2, 'started attempts run on');
+      // The group had no limits when they were claimed: they count against the new one at once.
+      assert.equal(dispatcher.limits.byGroup.usage('tenant').running, 2);
       const taken = await pollUntil(
         async () =>
           (await Promise.all(jobs.map((job) => mustGet(real, job.id)))).filter((job) => job.status === 'queued'),
@@ -137,19 +139,29 @@ describe('limits that change while jobs are claimed', () => {
       );
       assert.equal(taken[0]?.attempts, 0);
 
-      // Both running jobs end; only then, one at a time, does the third run.
-      const [first, second] = jobs.filter((job) => job.id !== taken[0]?.id);
-      assert.ok(first && second && taken[0]);
-      writeFileSync(first.release, '');
-      writeFileSync(second.release, '');
+      // One running job ends: the other still holds the group's one place.
       const third = jobs.find((job) => job.id === taken[0]?.id);
-      assert.ok(third);
+      const [first, second] = jobs.filter((job) => job.id !== taken[0]?.id);
+      assert.ok(first && second && third);
+      writeFileSync(first.release, '');
       await pollUntil(
+        () => mustGet(real, first.id),
+        (read) => read.status === 'completed',
+        { what: 'the first job to complete' },
+      );
+      assert.equal(dispatcher.limits.byGroup.usage('tenant').running, 1);
+      writeFileSync(second.release, '');
+      const started = await pollUntil(
         () => mustGet(real, third.id),
         (read) => read.status === 'running',
         { what: 'the third job to run once the others ended' },
       );
-      for (const job of [first, second]) assert.equal((await mustGet(real, job.id)).status, 'completed');
+      const ended = await mustGet(real, second.id);
+      assert.equal(ended.status, 'completed');
+      assert.ok(
+        (started.startedAt as number) >= (ended.finishedAt as number),
+        'the third started only once the second had ended',
+      );
       await finish(dispatcher, real, jobs);
     } finally {
       await real.close();
