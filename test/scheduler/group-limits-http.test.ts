@@ -3,9 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { startServer, type TestServer } from '../support/kiln.js';
+import { startServer } from '../support/kiln.js';
 import { pollUntil } from '../support/poll.js';
-import { dropSchema, freshSchemaName, TEST_PG_URL } from '../support/postgres.js';
+import { dropSchema, freshSchemaName } from '../support/postgres.js';
+import { holdJob, serverStores } from '../support/hold.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kiln-group-limits-'));
 const schema = freshSchemaName();
@@ -14,20 +15,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Submits a job that runs until its release file exists; answers its id and that file. */
-async function hold(server: TestServer, group: string, name: string): Promise<{ id: string; release: string }> {
-  const release = join(dir, `${name}-${Math.random().toString(36).slice(2)}`);
-  const created = await server.request('POST', '/v1/jobs', { type: 'test.hold', payload: { release }, group });
-  assert.equal(created.status, 201, created.text);
-  return { id: created.body.id as string, release };
-}
-
-const stores: [string, Record<string, string>][] = [
-  ['sqlite', { KILN_STORE: 'sqlite' }],
-  ['postgres (KILN_TEST_PG)', { KILN_STORE: TEST_PG_URL, KILN_PG_SCHEMA: schema }],
-];
-
-for (const [name, env] of stores) {
+for (const [name, env] of serverStores(schema)) {
   describe(`group limits over HTTP: ${name}`, () => {
     it('holds a group to its concurrency while other groups run, and shows it in GET /v1/groups', async () => {
       const server = await startServer({ ...env, KILN_THREADS: '2' });
@@ -40,12 +28,12 @@ for (const [name, env] of stores) {
           running: 0,
           queued: 0,
         });
-        const a1 = await hold(server, 'tenant-a', 'a1');
-        const a2 = await hold(server, 'tenant-a', 'a2');
-        const a3 = await hold(server, 'tenant-a', 'a3');
+        const a1 = await holdJob(server, dir, 'a1', { group: 'tenant-a' });
+        const a2 = await holdJob(server, dir, 'a2', { group: 'tenant-a' });
+        const a3 = await holdJob(server, dir, 'a3', { group: 'tenant-a' });
         await server.whenStatus(a1.id, 'running');
         // b1 comes after a2 in claim order: running, it shows that a2 was passed over.
-        const b1 = await hold(server, 'tenant-b', 'b1');
+        const b1 = await holdJob(server, dir, 'b1', { group: 'tenant-b' });
         await server.whenStatus(b1.id, 'running');
         assert.equal((await server.request('GET', `/v1/jobs/${a2.id}`)).body.status, 'queued');
         const groups = await server.request('GET', '/v1/groups');

@@ -174,7 +174,7 @@ export class Dispatcher {
     if (this.#claimRetryTimer !== null) clearTimeout(this.#claimRetryTimer);
     this.#claimRetryTimer = null;
     // Claimed messages not started go back to the store's queue rather than wait for the grace.
-    for (const batch of this.#inFlight) this.#recall(batch);
+    this.#recallWaiting();
     if (this.#inFlight.held > 0) {
       await settleWithin(this.#inFlight.whenIdle(), graceMs);
       for (const batch of [...this.#inFlight]) this.#abortBatch(batch, 'shutdown');
@@ -188,15 +188,26 @@ export class Dispatcher {
     return this.#paused;
   }
 
+  /**
+   * Pause dispatch: running attempts go on; claimed messages no thread has started go back
+   * (as does a claim under way, when it answers), so no job starts once this resolves.
+   */
   async pause(): Promise<void> {
     await this.#store.setPaused(true);
     this.#paused = true;
+    this.#recallWaiting();
   }
 
   /** Another server paused or resumed dispatch (the store already refuses claims while paused). */
   pausedElsewhere(paused: boolean): void {
     this.#paused = paused;
-    if (!paused) this.pump();
+    if (paused) this.#recallWaiting();
+    else this.pump();
+  }
+
+  /** Takes back every claimed message no thread has started. */
+  #recallWaiting(): void {
+    for (const batch of this.#inFlight) this.#recall(batch);
   }
 
   async resume(): Promise<void> {
@@ -377,8 +388,8 @@ export class Dispatcher {
         // then loses) does not end the fault: only a store that writes again does.
         if (this.#store.available) this.#claimFault.succeeded();
         this.#wake.armLimit(limits.passedOver(this.#metrics));
-        if (this.#stopped) {
-          // Stopped while the claim read its jobs: they go back, unrun.
+        if (this.#stopped || this.#paused) {
+          // Stopped or paused while the claim read its jobs: they go back, unrun.
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
           return;
         }

@@ -25,7 +25,15 @@ export function registerQueueRoutes(app: TypedApp, scheduler: Scheduler): void {
 
   app.post(
     '/v1/queue/pause',
-    { config: { scope: 'admin' }, schema: { summary: 'Stop dispatching', ...queueAction } },
+    {
+      config: { scope: 'admin' },
+      schema: {
+        summary: 'Stop dispatching',
+        description:
+          'Running attempts finish; jobs claimed but not started go back, uncounted, so no job starts once this is answered.',
+        ...queueAction,
+      },
+    },
     async () => {
       await scheduler.pause();
       return scheduler.queueInfo();

@@ -17,10 +17,10 @@ import { holdFirstClaim } from '../../support/held-claim.js';
 
 const ONE_AT_A_TIME = new Map([['tenant', { concurrency: 1, rateLimit: null }]]);
 
-describe('limits that change while jobs are claimed', () => {
+describe('limits that change, and a pause, while jobs are claimed', () => {
   let registry: TaskRegistry;
   let pool: WorkerPool;
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-limits-change-'));
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-claim-under-way-'));
 
   before(async () => {
     registry = await loadTasks({ tasksDir: fixtureTasksDir });
@@ -162,6 +162,38 @@ describe('limits that change while jobs are claimed', () => {
         (started.startedAt as number) >= (ended.finishedAt as number),
         'the third started only once the second had ended',
       );
+      await finish(dispatcher, real, jobs);
+    } finally {
+      await real.close();
+    }
+  });
+  it('gives back the jobs of a claim answered after dispatch was paused, and starts none until it resumes', async () => {
+    const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
+    // The first claim that takes jobs takes them in the store, then its answer waits until the pause.
+    const { store, claimed, answer, released } = holdFirstClaim(real);
+    try {
+      const dispatcher = dispatcherOn(store);
+      await dispatcher.start();
+      const jobs = await holds(real, 2);
+      dispatcher.pump();
+      await claimed;
+
+      await dispatcher.pause();
+      answer();
+      await pollUntil(
+        async () => released.length,
+        (count) => count === jobs.length,
+        { what: 'the claim to give its jobs back' },
+      );
+      assert.deepEqual([...released].sort(), jobs.map((job) => job.id).sort());
+      assert.equal(dispatcher.attemptsBy('group', 'all').size, 0, 'nothing is held while paused');
+      for (const job of jobs) {
+        const read = await mustGet(real, job.id);
+        assert.equal(read.status, 'queued');
+        assert.equal(read.attempts, 0);
+      }
+
+      await dispatcher.resume();
       await finish(dispatcher, real, jobs);
     } finally {
       await real.close();

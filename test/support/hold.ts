@@ -1,0 +1,28 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import type { TestServer } from './kiln.js';
+import { TEST_PG_URL } from './postgres.js';
+
+/**
+ * Submits a `test.hold` job (with `fields` added to the request) that runs until its
+ * release file, in `dir`, exists; answers its id and that file.
+ */
+export async function holdJob(
+  server: TestServer,
+  dir: string,
+  name: string,
+  fields: Record<string, unknown> = {},
+): Promise<{ id: string; release: string }> {
+  const release = join(dir, `${name}-${Math.random().toString(36).slice(2)}`);
+  const created = await server.request('POST', '/v1/jobs', { type: 'test.hold', payload: { release }, ...fields });
+  assert.equal(created.status, 201, created.text);
+  return { id: created.body.id as string, release };
+}
+
+/** Both stores of a server test, by name: a fresh SQLite file each start, and PostgreSQL in `schema`. */
+export function serverStores(schema: string): [string, Record<string, string>][] {
+  return [
+    ['sqlite', { KILN_STORE: 'sqlite' }],
+    ['postgres (KILN_TEST_PG)', { KILN_STORE: TEST_PG_URL, KILN_PG_SCHEMA: schema }],
+  ];
+}
