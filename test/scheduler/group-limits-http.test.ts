@@ -1,19 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { writeFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
 import { startServer } from '../support/kiln.js';
 import { pollUntil } from '../support/poll.js';
-import { dropSchema, freshSchemaName } from '../support/postgres.js';
-import { holdJob, serverStores } from '../support/hold.js';
+import { holdFixture, holdJob, serverStores } from '../support/hold.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kiln-group-limits-'));
-const schema = freshSchemaName();
-after(async () => {
-  await dropSchema(schema);
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, schema } = holdFixture('kiln-group-limits-');
 
 for (const [name, env] of serverStores(schema)) {
   describe(`group limits over HTTP: ${name}`, () => {

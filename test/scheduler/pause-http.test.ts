@@ -1,18 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { writeFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
 import { startServer } from '../support/kiln.js';
-import { dropSchema, freshSchemaName } from '../support/postgres.js';
-import { holdJob, serverStores } from '../support/hold.js';
+import { holdFixture, holdJob, serverStores } from '../support/hold.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kiln-pause-'));
-const schema = freshSchemaName();
-after(async () => {
-  await dropSchema(schema);
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, schema } = holdFixture('kiln-pause-');
 
 for (const [name, env] of serverStores(schema)) {
   describe(`pause over HTTP: ${name}`, () => {

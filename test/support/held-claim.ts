@@ -1,5 +1,29 @@
+import assert from 'node:assert/strict';
+import { Dispatcher } from '../../src/scheduler/dispatch/dispatcher.js';
+import { KilnMetrics } from '../../src/scheduler/statistics/metrics.js';
+import { silentLog } from '../../src/fault-log.js';
 import type { ClaimRequest } from '../../src/store/facets/claims.js';
 import type { JobStore } from '../../src/store/store.js';
+import type { WorkerPool } from '../../src/workers/pool.js';
+
+/** A dispatcher on `store` and `pool` (of `threads` threads), as a test drives one: any error it reports fails the test. */
+export function testDispatcher(store: JobStore, pool: WorkerPool, threads: number): Dispatcher {
+  return new Dispatcher({
+    store,
+    pool,
+    metrics: new KilnMetrics({
+      counts: () => store.counts(),
+      capacity: 100,
+      threads: () => threads,
+      busyThreads: () => 0,
+    }),
+    threads,
+    leaseMs: 60_000,
+    maxSnoozes: 100,
+    onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
+    log: silentLog,
+  });
+}
 
 /** A promise and the function that resolves it. */
 export function signal(): { promise: Promise<void>; resolve: () => void } {

@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import type { TestServer } from './kiln.js';
-import { TEST_PG_URL } from './postgres.js';
+import { dropSchema, freshSchemaName, TEST_PG_URL } from './postgres.js';
+
+/** A folder for held jobs' release files and a PostgreSQL schema, both gone after the file's tests. */
+export function holdFixture(prefix: string): { dir: string; schema: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const schema = freshSchemaName();
+  after(async () => {
+    await dropSchema(schema);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { dir, schema };
+}
 
 /**
  * Submits a `test.hold` job (with `fields` added to the request) that runs until its

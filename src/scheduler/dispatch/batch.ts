@@ -1,7 +1,8 @@
 import type { ClaimedJob } from '../../store/store.js';
-import type { AttemptSpan } from '../../tracing/tracing.js';
+import type { AttemptSpan, Tracing } from '../../tracing/tracing.js';
 import type { AttemptInput } from '../../workers/protocol.js';
 import { storedHeaders } from '../../tracing/trace-context.js';
+import type { AttemptStarts } from './attempt-start.js';
 
 export type AbortReason = 'timeout' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -22,6 +23,25 @@ export interface Batch {
   claimedAt: number;
   /** The attempts' spans, job by job (src/tracing/); null while tracing is off. */
   spans: AttemptSpan[] | null;
+}
+
+/** A message of `jobs` claimed now, in `slot`: its spans begun, and its one timer (the shortest timeout of its jobs) armed. */
+export function newBatch(jobs: ClaimedJob[], slot: number, tracing: Tracing | null, starts: AttemptStarts): Batch {
+  let timeoutMs = Number.POSITIVE_INFINITY;
+  for (const job of jobs) timeoutMs = Math.min(timeoutMs, job.timeoutMs);
+  const claimedAt = Date.now();
+  const batch: Batch = {
+    jobs,
+    slot,
+    claimedAt,
+    spans: tracing === null ? null : jobs.map((job) => tracing.attempt(job, claimedAt)),
+    recalled: false,
+    priority: jobs[0]?.priority ?? 0,
+    abortReason: null,
+    dropped: new Set(),
+    timer: starts.timeout(() => batch, timeoutMs, timeoutMs),
+  };
+  return batch;
 }
 
 /** Why a thread was stopped, for the log line of its end. */

@@ -1,7 +1,7 @@
 import type { ClaimRequest } from '../../store/store.js';
 import type { KilnMetrics } from '../statistics/metrics.js';
-import type { TaskLimits } from '../../contract/limits.js';
-import type { JobLimits, TaskLimiter } from './task-limits.js';
+import type { JobLimits } from './task-limits.js';
+import { limitsTightened } from './limit-changes.js';
 
 /**
  * What one claim asks and learns of the task and group limits this server applies: the
@@ -66,24 +66,4 @@ export function claimLimits(limits: JobLimits, types: () => readonly string[]) {
 function earliest(a: number | null, b: number | null): number | null {
   if (a === null) return b;
   return b === null ? a : Math.min(a, b);
-}
-
-/**
- * Whether `key`'s limits in `limiter` are stricter now than those in `asked` (null: none
- * were in force): a limit added, a concurrency lowered, a rate's `max` lowered or its
- * window lengthened.
- */
-export function limitsTightened(
-  limiter: TaskLimiter,
-  asked: ReadonlyMap<string, TaskLimits> | null,
-  key: string,
-): boolean {
-  const now = limiter.limitsOf(key);
-  if (now === null) return false;
-  const then = asked?.get(key) ?? null;
-  if (then === null) return true;
-  if (now.concurrency !== null && (then.concurrency === null || now.concurrency < then.concurrency)) return true;
-  const rate = now.rateLimit;
-  const before = then.rateLimit;
-  return rate !== null && (before === null || rate.max < before.max || rate.perMs > before.perMs);
 }

@@ -14,9 +14,10 @@ import { attemptsBy, busyThreads, type Held } from './held-attempts.js';
 import { InFlight } from './in-flight.js';
 import type { DispatcherOptions } from './dispatcher-options.js';
 import { largestMeanMs, WorkAhead } from './thread-sizing.js';
-import { claimLimits, limitsTightened } from './claim-limits.js';
+import { claimLimits } from './claim-limits.js';
+import { reconfigure } from './limit-changes.js';
 import type { TaskLimits } from '../../contract/limits.js';
-import { abortCause, type AbortReason, attemptInputs, type Batch } from './batch.js';
+import { abortCause, type AbortReason, attemptInputs, type Batch, newBatch } from './batch.js';
 import { batchOutcomes, givenBack, type OutcomeContext, OutcomeWriter } from './outcomes.js';
 import { settleWithin } from '../../time/settle-within.js';
 import type { Tracing } from '../../tracing/tracing.js';
@@ -250,31 +251,14 @@ export class Dispatcher {
   }
 
   /**
-   * New limits for every task type or every group. The attempts this server holds count
-   * against them at once, those of a type or group that had no limits until now included;
-   * claimed messages not started that hold a job whose limits became stricter go back, to
-   * be claimed again under the new ones (as does such a job of a claim under way, when it
-   * answers: claim-limits.ts, `outdated`).
+   * New limits for every task type or every group (limit-changes.ts): claimed messages not
+   * started that hold a job whose limits became stricter go back, to be claimed again under
+   * them (as does such a job of a claim under way, when it answers: claim-limits.ts).
    */
   configureLimits(by: 'type' | 'group', limits: ReadonlyMap<string, TaskLimits>): void {
     const limiter = by === 'type' ? this.limits.byType : this.limits.byGroup;
-    const keyOf = (job: ClaimedJob) => (by === 'type' ? job.type : job.group);
-    const before = limiter.limits();
-    limiter.configure(limits);
-    for (const batch of this.#inFlight) {
-      if (batch.recalled) continue;
-      for (const job of batch.jobs) {
-        const key = keyOf(job);
-        if (key !== null) limiter.claimed(key, job.id, () => this.#pool.slots.startedAt(batch.slot));
-      }
-    }
-    for (const batch of this.#inFlight) {
-      const stricter = batch.jobs.some((job) => {
-        const key = keyOf(job);
-        return key !== null && limitsTightened(limiter, before, key);
-      });
-      if (stricter && !batch.recalled) this.#recall(batch);
-    }
+    const startedAt = (slot: number) => this.#pool.slots.startedAt(slot);
+    for (const batch of reconfigure(limiter, by, limits, this.#inFlight, startedAt)) this.#recall(batch);
     this.pump();
   }
 
@@ -335,8 +319,7 @@ export class Dispatcher {
 
   /** Progress reported by a thread. */
   onProgress(jobId: string, attempt: number, percent: number, message: string | null): void {
-    const batch = this.#inFlight.ofJob(jobId);
-    if (batch === undefined) return;
+    if (this.#inFlight.ofJob(jobId) === undefined) return;
     this.#store.progress(jobId, attempt, this.owner, { percent, message });
   }
 
@@ -393,13 +376,10 @@ export class Dispatcher {
           for (const jobs of batches) this.#giveBackJobs(jobs, new Set());
           return;
         }
+        // A job whose type's or group's limits became stricter while the claim was under way goes back.
         for (const jobs of batches) {
-          // Its type's or group's limits became stricter while the claim was under way: back, to be claimed under them.
-          if (limits.outdated(jobs)) {
-            this.#giveBackJobs(jobs, new Set());
-            continue;
-          }
-          this.#run(jobs);
+          if (limits.outdated(jobs)) this.#giveBackJobs(jobs, new Set());
+          else this.#run(jobs);
         }
         if (this.#betterDuringClaim !== null && this.#recallBelow(this.#betterDuringClaim)) this.#pumpAgain = true;
         this.#betterDuringClaim = null;
@@ -440,21 +420,7 @@ export class Dispatcher {
       this.#giveBackJobs(jobs, new Set());
       return;
     }
-    let timeoutMs = Number.POSITIVE_INFINITY;
-    for (const job of jobs) timeoutMs = Math.min(timeoutMs, job.timeoutMs);
-    const claimedAt = Date.now();
-    const tracing = this.#tracing;
-    const batch: Batch = {
-      jobs,
-      slot,
-      claimedAt,
-      spans: tracing === null ? null : jobs.map((job) => tracing.attempt(job, claimedAt)),
-      recalled: false,
-      priority: jobs[0]?.priority ?? 0,
-      abortReason: null,
-      dropped: new Set(),
-      timer: this.#starts.timeout(() => batch, timeoutMs, timeoutMs),
-    };
+    const batch = newBatch(jobs, slot, this.#tracing, this.#starts);
     this.#inFlight.add(batch);
     this.limits.claimed(jobs, () => this.#pool.slots.startedAt(slot));
     this.#messagesSent += 1;

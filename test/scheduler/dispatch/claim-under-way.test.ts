@@ -4,16 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { JobStore } from '../../../src/store/store.js';
-import { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
-import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
+import type { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
 import { SqliteStore } from '../../../src/store/sqlite/store.js';
 import { WorkerPool } from '../../../src/workers/pool.js';
 import { fixtureTasksDir } from '../../support/paths.js';
 import { pollUntil } from '../../support/poll.js';
 import { insertOk, mustGet, newJob } from '../../support/store-fixtures.js';
 import { loadTasks, type TaskRegistry } from '../../../src/workers/registry.js';
-import { silentLog } from '../../../src/fault-log.js';
-import { holdFirstClaim } from '../../support/held-claim.js';
+import { holdFirstClaim, testDispatcher } from '../../support/held-claim.js';
 
 const ONE_AT_A_TIME = new Map([['tenant', { concurrency: 1, rateLimit: null }]]);
 
@@ -32,19 +30,6 @@ describe('limits that change, and a pause, while jobs are claimed', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function dispatcherOn(store: JobStore): Dispatcher {
-    return new Dispatcher({
-      store,
-      pool,
-      metrics: new KilnMetrics({ counts: () => store.counts(), capacity: 100, threads: () => 2, busyThreads: () => 0 }),
-      threads: 2,
-      leaseMs: 60_000,
-      maxSnoozes: 100,
-      onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
-      log: silentLog,
-    });
-  }
-
   /** Jobs of the group `tenant` that each run until their file exists. */
   async function holds(store: JobStore, count: number) {
     const jobs = Array.from({ length: count }, (_, index) => {
@@ -56,6 +41,20 @@ describe('limits that change, and a pause, while jobs are claimed', () => {
       jobs.map(({ job }) => job),
     );
     return jobs.map(({ job, release }) => ({ id: job.id, release }));
+  }
+
+  /**
+   * A dispatcher on `real` whose first claim, of `count` held jobs, takes them in the store
+   * and holds its answer until `answer()`.
+   */
+  async function claimHeld(real: JobStore, count: number) {
+    const held = holdFirstClaim(real);
+    const dispatcher = testDispatcher(held.store, pool, 2);
+    await dispatcher.start();
+    const jobs = await holds(real, count);
+    dispatcher.pump();
+    await held.claimed;
+    return { dispatcher, jobs, answer: held.answer, released: held.released };
   }
 
   async function finish(dispatcher: Dispatcher, store: JobStore, jobs: { id: string; release: string }[]) {
@@ -72,14 +71,9 @@ describe('limits that change, and a pause, while jobs are claimed', () => {
 
   it('gives back the jobs of a claim answered after their group was limited, and claims again under the limit', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
-    // The first claim that takes jobs takes them in the store, then its answer waits until the limit is set.
-    const { store, claimed, answer, released } = holdFirstClaim(real);
     try {
-      const dispatcher = dispatcherOn(store);
-      await dispatcher.start();
-      const jobs = await holds(real, 3);
-      dispatcher.pump();
-      await claimed;
+      // Its first claim takes the jobs in the store, then its answer waits.
+      const { dispatcher, jobs, answer, released } = await claimHeld(real, 3);
 
       dispatcher.configureLimits('group', ONE_AT_A_TIME);
       answer();
@@ -108,7 +102,7 @@ describe('limits that change, and a pause, while jobs are claimed', () => {
   it('counts the running jobs against a new group limit, takes back the one claimed ahead, and runs it when the group has room', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
     try {
-      const dispatcher = dispatcherOn(real);
+      const dispatcher = testDispatcher(real, pool, 2);
       await dispatcher.start();
       const jobs = await holds(real, 3);
       dispatcher.pump();
@@ -169,14 +163,9 @@ describe('limits that change, and a pause, while jobs are claimed', () => {
   });
   it('gives back the jobs of a claim answered after dispatch was paused, and starts none until it resumes', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
-    // The first claim that takes jobs takes them in the store, then its answer waits until the pause.
-    const { store, claimed, answer, released } = holdFirstClaim(real);
     try {
-      const dispatcher = dispatcherOn(store);
-      await dispatcher.start();
-      const jobs = await holds(real, 2);
-      dispatcher.pump();
-      await claimed;
+      // Its first claim takes the jobs in the store, then its answer waits.
+      const { dispatcher, jobs, answer, released } = await claimHeld(real, 2);
 
       await dispatcher.pause();
       answer();

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { JobStore } from '../../../src/store/store.js';
-import { Dispatcher } from '../../../src/scheduler/dispatch/dispatcher.js';
-import { KilnMetrics } from '../../../src/scheduler/statistics/metrics.js';
 import { SqliteStore } from '../../../src/store/sqlite/store.js';
 import { WorkerPool } from '../../../src/workers/pool.js';
 import { fixtureTasksDir } from '../../support/paths.js';
 import { insertOk, mustGet, newJob } from '../../support/store-fixtures.js';
 import { loadTasks, type TaskRegistry } from '../../../src/workers/registry.js';
-import { silentLog } from '../../../src/fault-log.js';
-import { holdFirstClaim, signal } from '../../support/held-claim.js';
+import { holdFirstClaim, signal, testDispatcher } from '../../support/held-claim.js';
 
 describe('Dispatcher.stop', () => {
   let registry: TaskRegistry;
@@ -22,25 +19,12 @@ describe('Dispatcher.stop', () => {
 
   after(() => pool.close());
 
-  function dispatcherOn(store: JobStore): Dispatcher {
-    return new Dispatcher({
-      store,
-      pool,
-      metrics: new KilnMetrics({ counts: () => store.counts(), capacity: 100, threads: () => 1, busyThreads: () => 0 }),
-      threads: 1,
-      leaseMs: 60_000,
-      maxSnoozes: 100,
-      onError: (message, error) => assert.fail(`${message}: ${String(error)}`),
-      log: silentLog,
-    });
-  }
-
   it('waits for a claim in flight and gives its jobs back before it resolves (the store closes next)', async () => {
     const real = await SqliteStore.open(':memory:', { capacity: 100, synchronous: 'normal' });
     // The claim takes the job in the store, then its answer is held until stop() has begun.
     const { store, claimed, answer, released } = holdFirstClaim(real);
     try {
-      const dispatcher = dispatcherOn(store);
+      const dispatcher = testDispatcher(store, pool, 1);
       await dispatcher.start();
       const [job] = await insertOk(real, [newJob({ type: 'test.quick' })]);
       assert.ok(job);
@@ -91,7 +75,7 @@ describe('Dispatcher.stop', () => {
       },
     });
     try {
-      const dispatcher = dispatcherOn(store);
+      const dispatcher = testDispatcher(store, pool, 1);
       await dispatcher.start();
       const [job] = await insertOk(real, [newJob({ type: 'test.quick' })]);
       assert.ok(job);
